@@ -1,0 +1,85 @@
+// The communication config: everything acspeed can change about how DDP communicates.
+// One versioned JSON schema (documented in runtime/CONFIG.md) used by the store, the CLI,
+// ACSPEED_CONFIG, the trial worker and the NCCL plugin.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace acspeed {
+
+inline constexpr int kConfigSchemaVersion = 1;
+
+// How gradient buckets are reduced.
+enum class Algorithm {
+  kAllreduce,      // flat allreduce of each bucket (DDP's own algorithm)
+  kReduceScatter,  // reduce-scatter + all-gather
+  kHierarchical,   // intra-node reduce, inter-node allreduce, intra-node broadcast
+};
+enum class Compression { kNone, kFp16, kBf16 };
+
+std::string_view to_string(Algorithm value);
+std::string_view to_string(Compression value);
+// Throw InvalidArgument naming the value and the accepted names.
+Algorithm parse_algorithm(std::string_view text);
+Compression parse_compression(std::string_view text);
+const std::vector<std::string>& algorithm_names();
+const std::vector<std::string>& compression_names();
+
+// One NCCL tuning rule: for `collective` messages of [min_bytes, max_bytes), prefer `algorithm`
+// with `protocol` and use `channels` channels. "any" leaves that choice to NCCL; channels 0 leaves
+// NCCL's channel count. The first matching rule wins.
+struct NcclRule {
+  std::string collective = "allreduce";  // allreduce|allgather|reducescatter|broadcast|reduce|any
+  int64_t min_bytes = 0;
+  int64_t max_bytes = std::numeric_limits<int64_t>::max();
+  std::string algorithm = "any";  // tree|ring|collnet_direct|collnet_chain|nvls|nvls_tree|pat|any
+  std::string protocol = "any";   // ll|ll128|simple|any
+  int channels = 0;               // 0..64
+
+  bool operator==(const NcclRule& other) const;
+};
+
+const std::vector<std::string>& nccl_collective_names();
+const std::vector<std::string>& nccl_algorithm_names();
+const std::vector<std::string>& nccl_protocol_names();
+
+struct CommConfig {
+  // DDP constructor knobs; nullopt keeps DDP's own default.
+  std::optional<double> bucket_cap_mb;           // MiB, > 0 (DDP default 25)
+  std::optional<double> first_bucket_mb;         // MiB, > 0 (DDP default 1)
+  std::optional<bool> gradient_as_bucket_view;   // DDP default false
+  // Communication hook.
+  Algorithm algorithm = Algorithm::kAllreduce;
+  int streams = 1;  // extra process groups the buckets are spread over, 1..64
+  Compression compression = Compression::kNone;
+  // NCCL tuner plugin rules (GPU only).
+  std::vector<NcclRule> nccl_rules;
+
+  // True when applying this config needs a DDP comm hook; false for DDP's built-in allreduce.
+  bool needs_comm_hook() const;
+  // True when the config changes nothing: DDP's defaults.
+  bool is_default() const;
+  // Cross-field validation; throws InvalidArgument naming the field, the value and what is accepted.
+  void validate() const;
+  // One line for humans: "bucket 5 MiB, reduce_scatter, 2 streams, fp16".
+  std::string describe() const;
+
+  bool operator==(const CommConfig& other) const;
+};
+
+// Serialises a (valid) config as schema-versioned JSON.
+std::string config_to_json(const CommConfig& config, int indent = -1);
+// Parses and validates. Unknown keys are reported in `warnings` (if given) and ignored; a missing
+// or newer schema version, a wrong type or a bad value throws InvalidArgument.
+CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings = nullptr);
+
+// Applies the pins from ACSPEED_BUCKET_MB / _ALGORITHM / _STREAMS / _COMPRESSION, returning the
+// names of the fields pinned (bad values throw InvalidArgument).
+std::vector<std::string> apply_env_pins(CommConfig& config);
+
+}  // namespace acspeed

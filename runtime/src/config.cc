@@ -1,0 +1,291 @@
+#include "acspeed/config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+#include "acspeed/settings.h"
+
+namespace acspeed {
+namespace {
+
+using nlohmann::json;
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& names, std::string_view value) {
+  return std::find(names.begin(), names.end(), value) != names.end();
+}
+
+void check_choice(std::string_view field, const std::string& value,
+                  const std::vector<std::string>& names) {
+  if (!contains(names, value)) {
+    ACS_THROW(InvalidArgument, "{} '{}' is not one of {}", field, value, join(names));
+  }
+}
+
+std::string format_mb(double mb) { return fmt::format("{:g}", mb); }
+
+// Typed field readers that name the field on a type error.
+double get_number(const json& j, const char* key) {
+  const auto& v = j.at(key);
+  if (!v.is_number()) ACS_THROW(InvalidArgument, "config field '{}' must be a number, got {}", key, v.dump());
+  return v.get<double>();
+}
+int64_t get_integer(const json& j, const char* key) {
+  const auto& v = j.at(key);
+  if (!v.is_number_integer()) {
+    ACS_THROW(InvalidArgument, "config field '{}' must be an integer, got {}", key, v.dump());
+  }
+  return v.get<int64_t>();
+}
+std::string get_text(const json& j, const char* key) {
+  const auto& v = j.at(key);
+  if (!v.is_string()) ACS_THROW(InvalidArgument, "config field '{}' must be a string, got {}", key, v.dump());
+  return v.get<std::string>();
+}
+bool get_flag(const json& j, const char* key) {
+  const auto& v = j.at(key);
+  if (!v.is_boolean()) ACS_THROW(InvalidArgument, "config field '{}' must be true or false, got {}", key, v.dump());
+  return v.get<bool>();
+}
+
+void warn_unknown(const json& object, const std::vector<std::string>& known, const std::string& where,
+                  std::vector<std::string>* warnings) {
+  for (const auto& item : object.items()) {
+    if (!contains(known, item.key()) && warnings != nullptr) {
+      warnings->push_back(fmt::format("unknown config key '{}{}' ignored", where, item.key()));
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& algorithm_names() {
+  static const std::vector<std::string> names = {"allreduce", "reduce_scatter", "hierarchical"};
+  return names;
+}
+const std::vector<std::string>& compression_names() {
+  static const std::vector<std::string> names = {"none", "fp16", "bf16"};
+  return names;
+}
+const std::vector<std::string>& nccl_collective_names() {
+  static const std::vector<std::string> names = {"allreduce", "allgather", "reducescatter",
+                                                 "broadcast", "reduce", "any"};
+  return names;
+}
+const std::vector<std::string>& nccl_algorithm_names() {
+  static const std::vector<std::string> names = {"tree", "ring", "collnet_direct", "collnet_chain",
+                                                 "nvls", "nvls_tree", "pat", "any"};
+  return names;
+}
+const std::vector<std::string>& nccl_protocol_names() {
+  static const std::vector<std::string> names = {"ll", "ll128", "simple", "any"};
+  return names;
+}
+
+std::string_view to_string(Algorithm value) { return algorithm_names()[static_cast<size_t>(value)]; }
+std::string_view to_string(Compression value) {
+  return compression_names()[static_cast<size_t>(value)];
+}
+
+Algorithm parse_algorithm(std::string_view text) {
+  const auto& names = algorithm_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<Algorithm>(i);
+  }
+  ACS_THROW(InvalidArgument, "algorithm '{}' is not one of {}", text, join(names));
+}
+
+Compression parse_compression(std::string_view text) {
+  const auto& names = compression_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<Compression>(i);
+  }
+  ACS_THROW(InvalidArgument, "compression '{}' is not one of {}", text, join(names));
+}
+
+bool NcclRule::operator==(const NcclRule& o) const {
+  return collective == o.collective && min_bytes == o.min_bytes && max_bytes == o.max_bytes &&
+         algorithm == o.algorithm && protocol == o.protocol && channels == o.channels;
+}
+
+bool CommConfig::needs_comm_hook() const {
+  return algorithm != Algorithm::kAllreduce || streams != 1 || compression != Compression::kNone;
+}
+
+bool CommConfig::is_default() const {
+  return !bucket_cap_mb && !first_bucket_mb && !gradient_as_bucket_view && !needs_comm_hook() &&
+         nccl_rules.empty();
+}
+
+void CommConfig::validate() const {
+  auto check_mb = [](const char* field, const std::optional<double>& mb) {
+    if (mb && !(std::isfinite(*mb) && *mb > 0 && *mb <= 65536)) {
+      ACS_THROW(InvalidArgument, "{} {} is out of range (accepted: a size in MiB > 0 and <= 65536)",
+                field, *mb);
+    }
+  };
+  check_mb("bucket_cap_mb", bucket_cap_mb);
+  check_mb("first_bucket_mb", first_bucket_mb);
+  if (streams < 1 || streams > 64) {
+    ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", streams);
+  }
+  for (size_t i = 0; i < nccl_rules.size(); ++i) {
+    const auto& rule = nccl_rules[i];
+    const auto where = fmt::format("nccl_rules[{}]", i);
+    check_choice(where + ".collective", rule.collective, nccl_collective_names());
+    check_choice(where + ".algorithm", rule.algorithm, nccl_algorithm_names());
+    check_choice(where + ".protocol", rule.protocol, nccl_protocol_names());
+    if (rule.min_bytes < 0 || rule.max_bytes <= rule.min_bytes) {
+      ACS_THROW(InvalidArgument,
+                "{} byte range [{}, {}) is empty or negative (accepted: 0 <= min_bytes < max_bytes)",
+                where, rule.min_bytes, rule.max_bytes);
+    }
+    if (rule.channels < 0 || rule.channels > 64) {
+      ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to 64, 0 = NCCL's choice)",
+                where, rule.channels);
+    }
+  }
+}
+
+std::string CommConfig::describe() const {
+  if (is_default()) return "DDP defaults";
+  std::vector<std::string> parts;
+  if (bucket_cap_mb) parts.push_back(fmt::format("bucket {} MiB", format_mb(*bucket_cap_mb)));
+  if (first_bucket_mb) parts.push_back(fmt::format("first bucket {} MiB", format_mb(*first_bucket_mb)));
+  if (gradient_as_bucket_view) {
+    parts.push_back(fmt::format("gradient_as_bucket_view={}", *gradient_as_bucket_view));
+  }
+  parts.emplace_back(to_string(algorithm));
+  if (streams != 1) parts.push_back(fmt::format("{} streams", streams));
+  if (compression != Compression::kNone) parts.emplace_back(to_string(compression));
+  if (!nccl_rules.empty()) parts.push_back(fmt::format("{} NCCL rule(s)", nccl_rules.size()));
+  return join(parts);
+}
+
+bool CommConfig::operator==(const CommConfig& o) const {
+  return bucket_cap_mb == o.bucket_cap_mb && first_bucket_mb == o.first_bucket_mb &&
+         gradient_as_bucket_view == o.gradient_as_bucket_view && algorithm == o.algorithm &&
+         streams == o.streams && compression == o.compression && nccl_rules == o.nccl_rules;
+}
+
+std::string config_to_json(const CommConfig& config, int indent) {
+  json j;
+  j["version"] = kConfigSchemaVersion;
+  j["bucket_cap_mb"] = config.bucket_cap_mb ? json(*config.bucket_cap_mb) : json(nullptr);
+  j["first_bucket_mb"] = config.first_bucket_mb ? json(*config.first_bucket_mb) : json(nullptr);
+  j["gradient_as_bucket_view"] =
+      config.gradient_as_bucket_view ? json(*config.gradient_as_bucket_view) : json(nullptr);
+  j["algorithm"] = std::string(to_string(config.algorithm));
+  j["streams"] = config.streams;
+  j["compression"] = std::string(to_string(config.compression));
+  j["nccl_rules"] = json::array();
+  for (const auto& rule : config.nccl_rules) {
+    j["nccl_rules"].push_back({{"collective", rule.collective},
+                               {"min_bytes", rule.min_bytes},
+                               {"max_bytes", rule.max_bytes},
+                               {"algorithm", rule.algorithm},
+                               {"protocol", rule.protocol},
+                               {"channels", rule.channels}});
+  }
+  return j.dump(indent);
+}
+
+CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    ACS_THROW(InvalidArgument, "config is not valid JSON: {}", e.what());
+  }
+  if (!j.is_object()) ACS_THROW(InvalidArgument, "config must be a JSON object, got {}", j.type_name());
+  if (!j.contains("version")) {
+    ACS_THROW(InvalidArgument, "config has no 'version' field (accepted: {})", kConfigSchemaVersion);
+  }
+  const int64_t version = get_integer(j, "version");
+  if (version != kConfigSchemaVersion) {
+    ACS_THROW(InvalidArgument, "config version {} is not supported by this build (accepted: {})",
+              version, kConfigSchemaVersion);
+  }
+  warn_unknown(j,
+               {"version", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view", "algorithm",
+                "streams", "compression", "nccl_rules"},
+               "", warnings);
+  CommConfig config;
+  auto present = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  if (present("bucket_cap_mb")) config.bucket_cap_mb = get_number(j, "bucket_cap_mb");
+  if (present("first_bucket_mb")) config.first_bucket_mb = get_number(j, "first_bucket_mb");
+  if (present("gradient_as_bucket_view")) {
+    config.gradient_as_bucket_view = get_flag(j, "gradient_as_bucket_view");
+  }
+  if (present("algorithm")) config.algorithm = parse_algorithm(get_text(j, "algorithm"));
+  if (present("streams")) {
+    const int64_t streams = get_integer(j, "streams");
+    if (streams < 1 || streams > 64) {
+      ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", streams);
+    }
+    config.streams = static_cast<int>(streams);
+  }
+  if (present("compression")) config.compression = parse_compression(get_text(j, "compression"));
+  if (present("nccl_rules")) {
+    const auto& rules = j.at("nccl_rules");
+    if (!rules.is_array()) ACS_THROW(InvalidArgument, "config field 'nccl_rules' must be an array");
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const auto& r = rules[i];
+      if (!r.is_object()) ACS_THROW(InvalidArgument, "nccl_rules[{}] must be an object", i);
+      warn_unknown(r, {"collective", "min_bytes", "max_bytes", "algorithm", "protocol", "channels"},
+                   fmt::format("nccl_rules[{}].", i), warnings);
+      NcclRule rule;
+      if (r.contains("collective")) rule.collective = get_text(r, "collective");
+      if (r.contains("min_bytes")) rule.min_bytes = get_integer(r, "min_bytes");
+      if (r.contains("max_bytes")) rule.max_bytes = get_integer(r, "max_bytes");
+      if (r.contains("algorithm")) rule.algorithm = get_text(r, "algorithm");
+      if (r.contains("protocol")) rule.protocol = get_text(r, "protocol");
+      if (r.contains("channels")) {
+        const int64_t channels = get_integer(r, "channels");
+        if (channels < 0 || channels > 64) {
+          ACS_THROW(InvalidArgument, "nccl_rules[{}].channels {} is out of range (accepted: 0 to 64)", i,
+                    channels);
+        }
+        rule.channels = static_cast<int>(channels);
+      }
+      config.nccl_rules.push_back(rule);
+    }
+  }
+  config.validate();
+  return config;
+}
+
+std::vector<std::string> apply_env_pins(CommConfig& config) {
+  std::vector<std::string> pinned;
+  if (auto mb = setting_float("ACSPEED_BUCKET_MB")) {
+    config.bucket_cap_mb = *mb;
+    pinned.emplace_back("bucket_cap_mb");
+  }
+  if (auto name = setting_string("ACSPEED_ALGORITHM")) {
+    config.algorithm = parse_algorithm(*name);
+    pinned.emplace_back("algorithm");
+  }
+  if (auto streams = setting_int("ACSPEED_STREAMS")) {
+    config.streams = static_cast<int>(*streams);
+    pinned.emplace_back("streams");
+  }
+  if (auto name = setting_string("ACSPEED_COMPRESSION")) {
+    config.compression = parse_compression(*name);
+    pinned.emplace_back("compression");
+  }
+  config.validate();
+  return pinned;
+}
+
+}  // namespace acspeed
