@@ -1,0 +1,33 @@
+"""Shared pytest fixtures. Tests import acspeed from this checkout's python/ folder (not an installed
+copy) and find C++ binaries in the build folder named by ACSPEED_BUILD_DIR (default: build/)."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO / "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> pathlib.Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> pathlib.Path:
+    path = pathlib.Path(os.environ.get("ACSPEED_BUILD_DIR", REPO / "build")).resolve()
+    if not path.is_dir():
+        pytest.fail(f"build folder {path} does not exist: run scripts/setup.sh (or set ACSPEED_BUILD_DIR)")
+    return path
+
+
+@pytest.fixture()
+def isolated_store(tmp_path, monkeypatch) -> pathlib.Path:
+    """A fresh store path for this test; ACSPEED_DB points at it."""
+    db = tmp_path / "acspeed.db"
+    monkeypatch.setenv("ACSPEED_DB", str(db))
+    return db
