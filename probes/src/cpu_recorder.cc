@@ -95,7 +95,7 @@ StepTimeline CpuRecorder::timeline(const StepMarks& m) const {
   StepTimeline t;
   t.window = {m.begin_ns, m.end_ns};
   t.compute = {{m.begin_ns, compute_end}, {m.backward_end_ns, m.end_ns}};
-  t.comm.push_back({{compute_end, m.backward_end_ns}, -1});
+  if (m.buckets.empty()) t.comm.push_back({{compute_end, m.backward_end_ns}, -1});
   for (const auto& b : m.buckets) {
     // A bucket whose completion was never reported counts until backward returned (DDP waited).
     const int64_t end = b.completed_ns >= b.launched_ns ? b.completed_ns : m.backward_end_ns;

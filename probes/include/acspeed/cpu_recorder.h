@@ -1,15 +1,19 @@
 // The CPU backend: host clocks around the step, the gradients and the comm hook's futures.
 //
 // Per step it builds this timeline (compute_end = the last grad_ready(), or backward_end() if no
-// gradient was marked):
+// gradient was marked in the step):
 //   compute: [step_begin, compute_end) and [backward_end, step_end)  (forward+backward, optimizer)
-//   comm:    [bucket_launched(i), bucket_completed(i)) for each bucket, tagged i,
-//            and [compute_end, backward_end): after its last gradient the step only waits for DDP
-//            to finish the buckets' communication and copy the results back.
-// So exposed communication = backward_end - compute_end: the time between the end of backward
-// compute and backward's return, which DDP spends waiting for the last buckets. This needs no comm
-// hook: DDP's built-in allreduce (the baseline) is measured through the same autograd boundary
-// without touching its communication path; per-bucket times need the hook's observer calls.
+//   comm, when the comm hook reported buckets (BucketObserver):
+//            [bucket_launched(i), bucket_completed(i)) for each bucket, tagged i. Exposed
+//            communication is then the part of those spans after the last gradient: from the end
+//            of backward compute to the last bucket's completion. The rest of the wait for
+//            backward to return (DDP copying bucket results back into .grad) is neither.
+//   comm, when no bucket was reported (DDP's built-in allreduce, the baseline, has no hook):
+//            [compute_end, backward_end), the autograd boundary: after its last gradient the step
+//            only waits for DDP to finish. This measures the baseline without touching its
+//            communication path, as an upper bound: it includes DDP's own finalize work (the copy
+//            back into .grad, a few ms for tens of MB on a CPU). A world-size-1 run of the same
+//            model, where that wait holds no network time, measures that part to subtract.
 #pragma once
 
 #include <atomic>
