@@ -204,6 +204,7 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
 
   std::error_code ec;
   const bool exists = fs::exists(path, ec);
+  if (ec) ACS_THROW(StoreError, "cannot access store {}: {}", path, ec.message());
   if (exists) {
     if (fs::is_directory(path, ec)) ACS_THROW(StoreError, "store {} is a directory, not a file", path);
     check_sqlite_header(path);
