@@ -1,6 +1,7 @@
 // acspeed-testbed: an emulated multi-node cluster on one machine (network namespaces joined by a
 // bridge, each node's link capped with HTB) for tuning, testing and benchmarking communication.
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -365,6 +366,7 @@ int main(int argc, char** argv) {
   // Blocked from the start, awaited by the supervisor and checked between bring-up steps: a
   // Ctrl-C at any moment ends in a teardown, never in half a cluster.
   const SignalBlock block;
+  signal(SIGPIPE, SIG_IGN);  // a tool that exits early must fail its step, not kill us
   try {
     const Args args = split_at_double_dash(argc, argv);
     std::string command;

@@ -120,10 +120,4 @@ std::vector<ToolCommand> bring_up_commands(const ClusterLayout& layout, const Pr
   return out;
 }
 
-std::vector<ToolCommand> tear_down_commands(const ClusterLayout& layout) {
-  std::vector<ToolCommand> out;
-  for (const auto& netns : layout.all_netns()) out.push_back({{"ip", "netns", "del", netns}, {}});
-  return out;
-}
-
 }  // namespace acspeed::testbed

@@ -191,6 +191,8 @@ ToolResult run_tool(const std::vector<std::string>& argv, const std::string& inp
   std::string output;
   size_t written = 0;
   int in_fd = in_pipe[1];
+  // Non-blocking, so a write never waits for the tool while its output fills the other pipe.
+  fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
   if (input.empty()) {
     close(in_fd);
     in_fd = -1;
@@ -204,7 +206,7 @@ ToolResult run_tool(const std::vector<std::string>& argv, const std::string& inp
     if (in_fd >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t n = write(in_fd, input.data() + written, input.size() - written);
       if (n > 0) written += static_cast<size_t>(n);
-      if (n < 0 || written == input.size()) {
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) {
         close(in_fd);
         in_fd = -1;
       }

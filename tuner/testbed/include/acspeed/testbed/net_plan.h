@@ -36,8 +36,6 @@ struct LinkShape {
 std::vector<ToolCommand> bring_up_commands(const ClusterLayout& layout, const Profile& profile);
 // One `tc -n NETNS -batch -` that installs the HTB tree (and the flow filter) on dev.
 ToolCommand shaping_command(const std::string& netns, const std::string& dev, const LinkShape& shape);
-// `ip netns del` for each namespace, nodes first (their veths vanish with them), hub last.
-std::vector<ToolCommand> tear_down_commands(const ClusterLayout& layout);
 
 // HTB bucket size for a rate: 1 ms worth of bytes, at least 32 KiB (timer granularity would
 // otherwise keep high rates below their cap).
