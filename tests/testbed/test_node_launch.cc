@@ -39,7 +39,7 @@ TEST(TestbedNodeLaunch, TorchrunCommandUsesC10dRendezvousOnNodeZero) {
   const TorchrunOptions options{"/usr/bin/python3", {"train.py", "--model", "resnet18"}};
   EXPECT_EQ(torchrun_command(layout, profile, 1, 29500, options),
             (std::vector<std::string>{"/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2",
-                                      "--nproc_per_node=2", "--node_rank=1", "--rdzv_backend=c10d",
+                                      "--nproc_per_node=2", "--rdzv_backend=c10d",
                                       "--rdzv_endpoint=10.254.213.1:29500", "--rdzv_id=tr",
                                       "--rdzv_conf=is_host=0", "--local_addr=10.254.213.2", "train.py",
                                       "--model", "resnet18"}));

@@ -37,7 +37,8 @@ Commands:
                                      when CMD ends or on Ctrl-C/SIGTERM; exits with CMD's status
   up PROFILE [--name NAME]           bring a cluster up and leave it (prints its name)
   exec NAME NODE [options] -- CMD    run CMD in node NODE of a cluster made by `up`
-  down [NAME ...] [--all]            remove clusters; without names: only what crashed runs left
+  down [NAME ...] [--all]            remove clusters (live ones too); without names: only what
+                                     crashed runs left (owner process gone)
   status [NAME ...]                  list clusters, their nodes and addresses
 
 Profiles: NODESxPROCS[@RATE[/FLOWRATE]]
@@ -55,9 +56,9 @@ and ACSPEED_INSTANCE_TYPE=testbed-PROFILE, so tuned decisions are stored per lin
 Multi-node DDP:
   acspeed-testbed run 2x1@1gbit --pin --torchrun -- examples/Pytorch_ddp_benchmark.py --model resnet18
 starts in every node:
-  PYTHON -m torch.distributed.run --nnodes=N --nproc_per_node=PROCS --node_rank=I
-         --rdzv_backend=c10d --rdzv_endpoint=MASTER_ADDR:MASTER_PORT --rdzv_id=CLUSTER
-         --rdzv_conf=is_host=1|0 --local_addr=NODE_ADDR SCRIPT ARGS...
+  PYTHON -m torch.distributed.run --nnodes=N --nproc_per_node=PROCS --rdzv_backend=c10d
+         --rdzv_endpoint=MASTER_ADDR:MASTER_PORT --rdzv_id=CLUSTER --rdzv_conf=is_host=1|0
+         --local_addr=NODE_ADDR SCRIPT ARGS...
 
 Exit status: CMD's (first failing node), 124 on --timeout, 128+N on signal N, 2 on bad usage,
 77 when this machine does not allow network namespaces (not root), 1 on other errors.
@@ -264,7 +265,8 @@ int cmd_down(const std::vector<std::string>& words, const std::string& state_dir
   po::options_description options("down [NAME ...] [--all]");
   options.add_options()
       ("names", po::value(&names)->multitoken(), "clusters to remove (live ones included)")
-      ("all", po::bool_switch(&all), "remove every cluster and every acst-* namespace, live or not");
+      ("all", po::bool_switch(&all),
+       "remove every recorded cluster and every acst-* namespace, live or not (also other runs')");
   po::positional_options_description positional;
   positional.add("names", -1);
   parse_command("down", words, options, positional);
@@ -296,7 +298,11 @@ int cmd_down(const std::vector<std::string>& words, const std::string& state_dir
   } else {
     auto report = find_stale(state_dir);
     targets = std::move(report.stale);
-    orphans = std::move(report.orphan_netns);
+    // Not removed without a name: another --state-dir may own them.
+    for (const auto& ns : report.orphan_netns) {
+      fmt::print(stderr, "acspeed-testbed: namespace {} has no state file in {} (another --state-dir?); "
+                 "remove it with `acspeed-testbed down {}`\n", ns, state_dir, cluster_of_netns(ns));
+    }
   }
   std::vector<std::string> problems;
   for (const auto& state : targets) {

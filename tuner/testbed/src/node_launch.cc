@@ -36,7 +36,6 @@ std::vector<std::string> torchrun_command(const ClusterLayout& layout, const Pro
       "torch.distributed.run",
       fmt::format("--nnodes={}", layout.nodes.size()),
       fmt::format("--nproc_per_node={}", profile.procs_per_node),
-      fmt::format("--node_rank={}", rank),
       "--rdzv_backend=c10d",
       fmt::format("--rdzv_endpoint={}:{}", layout.nodes.front().address, master_port),
       fmt::format("--rdzv_id={}", layout.name),

@@ -47,8 +47,9 @@ std::vector<pid_t> pids_in_netns(const std::string& netns);
 // Namespaces under /run/netns that acspeed-testbed made (prefix acst-).
 std::vector<std::string> testbed_netns();
 
-// Clusters to clean by `down` without names: stale ones (owner gone) and namespaces with our
-// prefix that no state file covers. Live clusters are never touched.
+// What `down` without names looks at: stale clusters (owner gone), which it removes, and
+// namespaces with our prefix that no state file in state_dir covers, which it only reports
+// (another --state-dir may own them). Live clusters are never touched.
 struct StaleReport {
   std::vector<ClusterState> stale;
   std::vector<std::string> orphan_netns;

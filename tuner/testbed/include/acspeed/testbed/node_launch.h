@@ -26,6 +26,8 @@ struct TorchrunOptions {
 // python -m torch.distributed.run with the c10d rendezvous hosted by node 0's agent at
 // MASTER_ADDR:MASTER_PORT (is_host given explicitly: the hostname does not resolve to a node
 // address) and --local_addr set to the node's address, then the script and its arguments.
+// c10d numbers the nodes itself (torchrun ignores --node_rank with it), so a worker's group rank
+// may differ from NODE_RANK.
 std::vector<std::string> torchrun_command(const ClusterLayout& layout, const Profile& profile,
                                           int rank, int master_port, const TorchrunOptions& options);
 
