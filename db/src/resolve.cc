@@ -1,0 +1,181 @@
+#include "acspeed/resolve.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "acspeed/decision_io.h"
+#include "acspeed/error.h"
+#include "acspeed/fingerprint.h"
+#include "acspeed/settings.h"
+
+namespace acspeed {
+namespace {
+
+std::string describe_key(const DecisionKey& key) {
+  return fmt::format("{}, model {}, {}, world size {}, {} node{}", key.instance_type, key.model_signature,
+                     key.precision.empty() ? "any precision" : key.precision, key.world_size, key.nnodes,
+                     key.nnodes == 1 ? "" : "s");
+}
+
+bool known(const std::string& version) { return !version.empty() && version != "unknown"; }
+
+// A version mismatch that makes a decision stale, or "" when it applies.
+std::string version_mismatch(const Decision& d, const ResolveRequest& r) {
+  if (known(d.torch_version) && known(r.torch_version) &&
+      major_minor(d.torch_version) != major_minor(r.torch_version)) {
+    return fmt::format("torch {} (this job runs torch {})", d.torch_version, r.torch_version);
+  }
+  if (known(d.nccl_version) && known(r.nccl_version) &&
+      major_minor(d.nccl_version) != major_minor(r.nccl_version)) {
+    return fmt::format("NCCL {} (this job runs NCCL {})", d.nccl_version, r.nccl_version);
+  }
+  return "";
+}
+
+Resolution from_file(const std::string& file, const ResolveRequest& request) {
+  std::ifstream in(file);
+  if (!in) ACS_THROW(InvalidArgument, "ACSPEED_CONFIG={}: cannot read the file", file);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  Resolution r;
+  r.source = ResolveSource::kForced;
+  r.applied = true;
+  try {
+    if (!is_decisions_document(text)) {
+      r.config = config_from_json(text, &r.warnings);
+      r.message = fmt::format("applied {} from ACSPEED_CONFIG={}", r.config.describe(), file);
+      return r;
+    }
+    auto decisions = decisions_from_json(text);
+    if (decisions.empty()) ACS_THROW(InvalidArgument, "it holds no decision");
+    const Decision* chosen = &decisions.front();
+    if (decisions.size() > 1) {
+      chosen = nullptr;
+      for (const auto& d : decisions) {
+        if (d.key.model_signature == request.key.model_signature && d.key.world_size == request.key.world_size &&
+            d.key.nnodes == request.key.nnodes) {
+          chosen = &d;
+          break;
+        }
+      }
+      if (chosen == nullptr) {
+        ACS_THROW(InvalidArgument, "it holds {} decisions and none for this job ({})", decisions.size(),
+                  describe_key(request.key));
+      }
+    }
+    r.config = chosen->config;
+    r.decision = *chosen;
+    r.message = fmt::format("applied {} from ACSPEED_CONFIG={} (tuned for {})", r.config.describe(), file,
+                            describe_key(chosen->key));
+    if (chosen->key.instance_type != request.key.instance_type) {
+      r.warnings.push_back(fmt::format(
+          "ACSPEED_CONFIG={} was tuned on instance type '{}', this is '{}': forced as asked", file,
+          chosen->key.instance_type, request.key.instance_type));
+    }
+  } catch (const InvalidArgument& e) {
+    ACS_THROW(InvalidArgument, "ACSPEED_CONFIG={}: {}", file, e.what());
+  }
+  return r;
+}
+
+Resolution from_store(const ResolveRequest& request) {
+  Resolution r;
+  StoreOptions options;
+  options.path = request.store_path;
+  options.read_only = true;
+  auto store = Store::open(options);
+  if (!store->exists()) {
+    r.source = ResolveSource::kNoStore;
+    r.message = fmt::format("no acspeed store at {}: DDP defaults (run acspeed-tune to tune this job)",
+                            store->path());
+    return r;
+  }
+  const DecisionKey& key = request.key;
+  std::optional<Decision> found;
+  if (!key.precision.empty()) found = store->active_decision(key, /*any_precision=*/false);
+  bool other_precision = false;
+  if (!found) {
+    found = store->active_decision(key, /*any_precision=*/true);
+    other_precision = found.has_value() && !key.precision.empty();
+  }
+  if (!found) {
+    r.source = ResolveSource::kNoEntry;
+    std::set<std::string> elsewhere;
+    for (const auto& d : store->decisions({std::nullopt, key.model_signature, true})) {
+      if (d.key.instance_type != key.instance_type) elsewhere.insert(d.key.instance_type);
+    }
+    r.message = fmt::format("no stored decision for {}: DDP defaults", describe_key(key));
+    if (!elsewhere.empty()) {
+      std::string list;
+      for (const auto& name : elsewhere) list += (list.empty() ? "" : ", ") + name;
+      r.message += fmt::format(" (this model has decisions for other instance types: {})", list);
+    }
+    return r;
+  }
+  if (auto stale = version_mismatch(*found, request); !stale.empty()) {
+    r.source = ResolveSource::kVersionMismatch;
+    r.decision = found;
+    r.message = fmt::format("decision #{} was tuned under {}: not applied, DDP defaults; re-run acspeed-tune",
+                            found->id, stale);
+    return r;
+  }
+  r.source = other_precision ? ResolveSource::kStoredOtherPrecision : ResolveSource::kStored;
+  r.applied = !found->config.is_default();
+  r.config = found->config;
+  r.decision = found;
+  r.message = fmt::format("applied decision #{} ({}) stored for {}{}", found->id, found->config.describe(),
+                          describe_key(found->key),
+                          other_precision ? fmt::format(" (no decision for {}; using {})", key.precision,
+                                                        found->key.precision)
+                                          : "");
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(ResolveSource source) {
+  switch (source) {
+    case ResolveSource::kDisabled: return "disabled";
+    case ResolveSource::kForced: return "forced";
+    case ResolveSource::kStored: return "stored";
+    case ResolveSource::kStoredOtherPrecision: return "stored_other_precision";
+    case ResolveSource::kNoEntry: return "no_entry";
+    case ResolveSource::kVersionMismatch: return "version_mismatch";
+    case ResolveSource::kNoStore: return "no_store";
+    case ResolveSource::kError: return "error";
+  }
+  return "error";
+}
+
+Resolution resolve_config(const ResolveRequest& request) {
+  Resolution r;
+  try {
+    if (setting_bool("ACSPEED_DISABLE")) {
+      r.source = ResolveSource::kDisabled;
+      r.message = "acspeed is disabled (ACSPEED_DISABLE=1): DDP runs untouched";
+      return r;
+    }
+    if (auto file = setting_string("ACSPEED_CONFIG")) {
+      r = from_file(*file, request);
+    } else {
+      r = from_store(request);
+    }
+    r.pinned = apply_env_pins(r.config);
+    if (!r.pinned.empty()) {
+      std::string names;
+      for (const auto& name : r.pinned) names += (names.empty() ? "" : ", ") + name;
+      r.applied = true;
+      r.message += fmt::format("; pinned by environment: {} -> {}", names, r.config.describe());
+    }
+  } catch (const Error& e) {
+    Resolution failed;
+    failed.source = ResolveSource::kError;
+    failed.message = fmt::format("{}; using DDP defaults", e.what());
+    return failed;
+  }
+  return r;
+}
+
+}  // namespace acspeed

@@ -1,0 +1,75 @@
+#include "schema.h"
+
+namespace acspeed {
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> list = {
+      {1, "instance types, tuning sessions, trials, decision history",
+       R"sql(
+CREATE TABLE instance_types(
+  key TEXT PRIMARY KEY,
+  explicit_name INTEGER NOT NULL,
+  detected_key TEXT NOT NULL,
+  details_json TEXT NOT NULL,
+  first_seen TEXT NOT NULL,
+  last_seen TEXT NOT NULL);
+CREATE TABLE sessions(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  instance_type TEXT NOT NULL,
+  model_name TEXT NOT NULL,
+  model_signature TEXT NOT NULL,
+  precision TEXT NOT NULL,
+  world_size INTEGER NOT NULL,
+  nnodes INTEGER NOT NULL,
+  batch_size INTEGER NOT NULL,
+  strategy TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  search_space_json TEXT NOT NULL,
+  options_json TEXT NOT NULL,
+  versions_json TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
+  started_at TEXT NOT NULL,
+  finished_at TEXT);
+CREATE TABLE trials(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  ordinal INTEGER NOT NULL,
+  role TEXT NOT NULL CHECK (role IN ('search', 'baseline', 'candidate')),
+  config_json TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'timeout')),
+  error TEXT NOT NULL,
+  step_times_json TEXT NOT NULL,
+  metrics_json TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL);
+CREATE INDEX trials_by_session ON trials(session_id, ordinal);
+CREATE TABLE decisions(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  instance_type TEXT NOT NULL,
+  model_signature TEXT NOT NULL,
+  model_name TEXT NOT NULL,
+  precision TEXT NOT NULL,
+  world_size INTEGER NOT NULL,
+  nnodes INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  active INTEGER NOT NULL DEFAULT 0,
+  session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+  torch_version TEXT NOT NULL,
+  nccl_version TEXT NOT NULL,
+  cuda_version TEXT NOT NULL,
+  batch_size INTEGER NOT NULL,
+  speedup REAL,
+  ci_low REAL,
+  ci_high REAL,
+  evidence_json TEXT NOT NULL,
+  note TEXT NOT NULL,
+  created_at TEXT NOT NULL);
+CREATE UNIQUE INDEX decisions_one_active
+  ON decisions(instance_type, model_signature, precision, world_size, nnodes) WHERE active = 1;
+CREATE INDEX decisions_by_key ON decisions(instance_type, model_signature, world_size, nnodes);
+)sql"},
+  };
+  return list;
+}
+
+}  // namespace acspeed

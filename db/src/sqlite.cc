@@ -1,0 +1,99 @@
+#include "sqlite.h"
+
+
+#include "acspeed/error.h"
+
+namespace acspeed::sqlite {
+
+Connection::Connection(const std::string& uri_or_path, int flags, const std::string& name)
+    : name_(name) {
+  const int rc = sqlite3_open_v2(uri_or_path.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    ACS_THROW(StoreError, "cannot open store {}: {}", name_, message);
+  }
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+Connection::~Connection() { sqlite3_close_v2(db_); }
+
+void Connection::fail(const std::string& what, int code) const {
+  const int primary = code & 0xff;
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
+    ACS_THROW(StoreError, "store {} is corrupt or not an acspeed store ({}); it was left unchanged",
+              name_, sqlite3_errmsg(db_));
+  }
+  ACS_THROW(StoreError, "{} on store {}: {}", what, name_, sqlite3_errmsg(db_));
+}
+
+void Connection::exec(const char* sql) const {
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &error);
+  sqlite3_free(error);
+  if (rc != SQLITE_OK) fail(fmt::format("'{}' failed", sql), rc);
+}
+
+Statement::Statement(const Connection& db, const char* sql) : db_(db) {
+  const int rc = sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr);
+  if (rc != SQLITE_OK) db.fail(fmt::format("preparing '{}' failed", sql), rc);
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::bind(int index, double value) {
+  sqlite3_bind_double(stmt_, index, value);
+  return *this;
+}
+Statement& Statement::bind(int index, const std::string& value) {
+  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::bind(int index, const std::optional<double>& value) {
+  if (value) return bind(index, *value);
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+Statement& Statement::bind(int index, const std::optional<int64_t>& value) {
+  if (value) return bind(index, *value);
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  db_.fail(fmt::format("'{}' failed", sqlite3_sql(stmt_)), rc);
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+}
+
+int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Statement::real(int column) const { return sqlite3_column_double(stmt_, column); }
+bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+std::string Statement::text(int column) const {
+  const auto* data = sqlite3_column_text(stmt_, column);
+  return data ? std::string(reinterpret_cast<const char*>(data)) : std::string();
+}
+
+WriteTransaction::WriteTransaction(const Connection& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+
+WriteTransaction::~WriteTransaction() {
+  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+void WriteTransaction::commit() {
+  db_.exec("COMMIT");
+  done_ = true;
+}
+
+}  // namespace acspeed::sqlite

@@ -1,0 +1,78 @@
+// A thin RAII layer over the SQLite C API (private to db/): a connection, prepared statements with
+// typed binds and columns, and a transaction guard. Errors throw StoreError naming the file.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace acspeed::sqlite {
+
+class Connection;
+
+class Statement {
+ public:
+  Statement(const Connection& db, const char* sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int index, int64_t value);
+  Statement& bind(int index, double value);
+  Statement& bind(int index, const std::string& value);
+  Statement& bind(int index, const std::optional<double>& value);
+  Statement& bind(int index, const std::optional<int64_t>& value);
+  // Advances to the next row; false when done.
+  bool step();
+  // Runs a statement that returns no rows.
+  void run();
+
+  int64_t int64(int column) const;
+  double real(int column) const;
+  std::string text(int column) const;
+  bool is_null(int column) const;
+
+ private:
+  const Connection& db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Connection {
+ public:
+  // flags: SQLITE_OPEN_* ; `name` is the file as the user knows it (for messages).
+  Connection(const std::string& uri_or_path, int flags, const std::string& name);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void exec(const char* sql) const;
+  sqlite3* handle() const { return db_; }
+  const std::string& name() const { return name_; }
+  int64_t last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
+  int changes() const { return sqlite3_changes(db_); }
+  // Throws StoreError: "<what> on store <name>: <sqlite message>".
+  [[noreturn]] void fail(const std::string& what, int code) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string name_;
+};
+
+// BEGIN IMMEDIATE on construction (takes the write lock up front, so concurrent writers queue on
+// the busy timeout instead of failing on upgrade); ROLLBACK unless commit() was called.
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(const Connection& db);
+  ~WriteTransaction();
+  WriteTransaction(const WriteTransaction&) = delete;
+  WriteTransaction& operator=(const WriteTransaction&) = delete;
+  void commit();
+
+ private:
+  const Connection& db_;
+  bool done_ = false;
+};
+
+}  // namespace acspeed::sqlite

@@ -1,0 +1,102 @@
+// acspeed._core: thin pybind11 layer over runtime/ and db/. Errors become ValueError (bad input)
+// or RuntimeError (store problems); nothing else crosses into Python.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <tuple>
+
+#include "acspeed/config.h"
+#include "acspeed/error.h"
+#include "acspeed/fingerprint.h"
+#include "acspeed/model_signature.h"
+#include "acspeed/resolve.h"
+#include "acspeed/settings.h"
+#include "acspeed/store.h"
+
+namespace py = pybind11;
+using namespace acspeed;
+
+namespace {
+
+std::tuple<std::string, std::vector<std::string>> parse_config(const std::string& text) {
+  std::vector<std::string> warnings;
+  auto config = config_from_json(text, &warnings);
+  return {config_to_json(config), warnings};
+}
+
+py::dict resolve(const std::string& instance_type, const std::string& signature, const std::string& precision,
+                 int64_t world_size, int64_t nnodes, const std::string& torch_version,
+                 const std::string& nccl_version) {
+  ResolveRequest request;
+  request.key = {instance_type, signature, precision, world_size, nnodes};
+  request.torch_version = torch_version;
+  request.nccl_version = nccl_version;
+  Resolution r;
+  {
+    py::gil_scoped_release release;
+    r = resolve_config(request);
+  }
+  py::dict out;
+  out["source"] = std::string(to_string(r.source));
+  out["config"] = config_to_json(r.config);
+  out["applied"] = r.applied;
+  out["message"] = r.message;
+  out["decision_id"] = r.decision ? py::object(py::int_(r.decision->id)) : py::object(py::none());
+  out["warnings"] = r.warnings;
+  out["pinned"] = r.pinned;
+  return out;
+}
+
+py::dict fingerprint_dict(const std::string& torch_version) {
+  FingerprintOptions options;
+  options.torch_version = torch_version;
+  const auto fp = fingerprint(options);
+  py::dict out;
+  out["instance_type"] = fp.instance_type;
+  out["detected_key"] = fp.detected_key;
+  out["explicit"] = fp.explicit_name;
+  out["details"] = fp.details;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "acspeed C++ runtime: config model, fingerprint, store lookup";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  m.attr("__version__") = ACSPEED_VERSION;
+  m.attr("CONFIG_SCHEMA_VERSION") = kConfigSchemaVersion;
+  m.def("config_from_json", &parse_config, py::arg("text"),
+        "Validates a config JSON; returns (canonical_json, warnings). ValueError names a bad value.");
+  m.def("config_describe", [](const std::string& text) { return config_from_json(text).describe(); });
+  m.def("config_needs_hook", [](const std::string& text) { return config_from_json(text).needs_comm_hook(); });
+  m.def("config_is_default", [](const std::string& text) { return config_from_json(text).is_default(); });
+  m.def("default_config_json", [] { return config_to_json(CommConfig{}); });
+  m.def("apply_env_pins", [](const std::string& text) {
+    auto config = config_from_json(text);
+    auto pinned = apply_env_pins(config);
+    return std::make_tuple(config_to_json(config), pinned);
+  });
+  m.def("model_signature", [](const std::vector<std::tuple<std::string, std::vector<int64_t>, std::string>>& params) {
+    std::vector<ParamInfo> infos;
+    infos.reserve(params.size());
+    for (const auto& [name, shape, dtype] : params) infos.push_back({name, shape, dtype});
+    return model_signature(infos);
+  });
+  m.def("fingerprint", &fingerprint_dict, py::arg("torch_version") = "");
+  m.def("nccl_version", &nccl_version);
+  m.def("major_minor", &major_minor);
+  m.def("setting_bool", [](const std::string& name) { return setting_bool(name); });
+  m.def("setting_string", [](const std::string& name) { return setting_string(name); });
+  m.def("default_store_path", &default_store_path);
+  m.def("resolve", &resolve, py::arg("instance_type"), py::arg("model_signature"), py::arg("precision"),
+        py::arg("world_size"), py::arg("nnodes"), py::arg("torch_version") = "", py::arg("nccl_version") = "");
+}

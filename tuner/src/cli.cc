@@ -1,0 +1,81 @@
+#include "cli.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "acspeed/settings.h"
+#include "acspeed/error.h"
+#include "process.h"
+
+namespace acspeed::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"tune", "run profiled DDP trials and store the best configuration (the default command)", cmd_tune},
+      {"report", "export a tuning session as Markdown, JSON, CSV or HTML", cmd_report},
+      {"configs", "list|show|delete|activate|export|import stored decisions", cmd_configs},
+      {"explain", "what `import acspeed` would apply here for a model, world size and node count, and why",
+       cmd_explain},
+      {"env", "every ACSPEED_* setting with its default, current value and description", cmd_env},
+      {"fingerprint", "this machine's instance-type key and the details stored beside it", cmd_fingerprint},
+  };
+  return table;
+}
+
+bool parse_args(const std::string& usage, const po::options_description& options,
+                const po::positional_options_description& positional, const std::vector<std::string>& args,
+                po::variables_map& vm) {
+  po::options_description all;
+  all.add(options);
+  all.add_options()("help,h", "show this help");
+  po::store(po::command_line_parser(args)
+                .options(all)
+                .positional(positional)
+                .style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing)
+                .run(),
+            vm);
+  if (vm.count("help")) {
+    fmt::print("usage: {}\n\n", usage);
+    std::ostringstream text;
+    text << all;
+    fmt::print("{}", text.str());
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+std::string python_interpreter() {
+  if (auto python = setting_string("ACSPEED_PYTHON")) return *python;
+  return ACSPEED_DEFAULT_PYTHON;
+}
+
+std::string torch_version_of_python() {
+  auto result = run_capture(
+      {python_interpreter(), "-c", "import importlib.metadata as m; print(m.version('torch'))"},
+      std::chrono::seconds(20));
+  std::string version = result.output;
+  while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
+  return result.exit_code == 0 && !version.empty() ? version : "unknown";
+}
+
+}  // namespace acspeed::cli
+
+namespace acspeed::cli {
+
+std::unique_ptr<Store> open_store(const GlobalOptions& global, bool for_writing) {
+  StoreOptions options;
+  options.path = global.db_path;
+  options.read_only = !for_writing;
+  auto store = Store::open(options);
+  if (for_writing && store->read_only()) {
+    ACS_THROW(StoreError, "store {} is read-only ({}): refusing to write", store->path(), store->read_only_reason());
+  }
+  if (!for_writing && store->read_only() && store->read_only_reason() != "opened for reading") {
+    fmt::print(stderr, "note: store {} is read-only ({}); reading only\n", store->path(), store->read_only_reason());
+  }
+  return store;
+}
+
+}  // namespace acspeed::cli

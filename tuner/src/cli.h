@@ -1,0 +1,65 @@
+// acspeed-tune's command layer: global options, the command table, shared output helpers.
+// A command is a function taking the global options and its own arguments; it parses those with
+// Boost.Program_options and returns the process exit code (0 ok, 1 failure, 2 usage error).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace acspeed::cli {
+
+namespace po = boost::program_options;
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct GlobalOptions {
+  std::string db_path;  // --db, else ACSPEED_DB / default
+  std::string argv0 = "acspeed-tune";
+  std::vector<std::string> command_line;  // the whole command line, recorded in sessions and reports
+};
+
+struct Command {
+  std::string name;
+  std::string summary;
+  std::function<int(const GlobalOptions&, const std::vector<std::string>&)> run;
+};
+
+// The commands in `acspeed-tune --help` order. Each lives in its own cmd_*.cc.
+const std::vector<Command>& commands();
+
+int cmd_tune(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_report(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_configs(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_explain(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_env(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_fingerprint(const GlobalOptions&, const std::vector<std::string>&);
+
+// Parses `args` against `options` (and positionals); --help prints usage and returns false with
+// exit_code 0. Throws po::error on bad input (main turns it into a one-line error + usage).
+bool parse_args(const std::string& usage, const po::options_description& options,
+                const po::positional_options_description& positional, const std::vector<std::string>& args,
+                po::variables_map& vm);
+
+// The torch version the recorded interpreter (ACSPEED_PYTHON) has, or "unknown"; never imports torch.
+std::string torch_version_of_python();
+// The interpreter trial workers run under: ACSPEED_PYTHON, else the one recorded at build time.
+std::string python_interpreter();
+
+}  // namespace acspeed::cli
+
+#include <memory>
+
+#include "acspeed/store.h"
+
+namespace acspeed::cli {
+
+// Opens the store named by --db (else ACSPEED_DB / the default). For reading it never creates or
+// migrates anything and notes a read-only store on stderr; for writing a read-only store is an error.
+std::unique_ptr<Store> open_store(const GlobalOptions& global, bool for_writing);
+
+}  // namespace acspeed::cli
