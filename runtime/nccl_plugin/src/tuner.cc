@@ -52,9 +52,10 @@ struct State {
   std::atomic<acs_nccl_logger_t> logger{nullptr};
 };
 
+// Never destroyed: NCCL may still call in while the process runs its exit-time destructors.
 State& state() {
-  static State instance;
-  return instance;
+  static State* const instance = new State;
+  return *instance;
 }
 
 // Writes one line through NCCL's logger, which checks its level before formatting. Before any

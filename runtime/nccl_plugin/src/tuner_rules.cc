@@ -76,8 +76,9 @@ std::vector<CompiledRule> compile_rules(const std::vector<NcclRule>& rules) {
     c.channels = rule.channels;
     c.description = fmt::format("{} [{}, {}) -> {}/{}, {}", rule.collective, rule.min_bytes,
                                 rule.max_bytes, rule.algorithm, rule.protocol,
-                                rule.channels == 0 ? std::string("NCCL's channels")
-                                                   : fmt::format("{} channels", rule.channels));
+                                rule.channels == 0   ? std::string("NCCL's channels")
+                                : rule.channels == 1 ? std::string("1 channel")
+                                                     : fmt::format("{} channels", rule.channels));
     compiled.push_back(std::move(c));
   }
   return compiled;
