@@ -2,8 +2,10 @@
 confidence interval over alternated pairs (DESIGN.md, Statistics).
 
 Run under torchrun (gloo on CPU, NCCL on GPU), e.g.
-    PYTHONPATH=python python -m torch.distributed.run --nproc_per_node 2 \
+    ACSPEED_DISABLE=1 PYTHONPATH=python python -m torch.distributed.run --nproc_per_node 2 \
         bench/probes/probe_overhead.py --model resnet18 --pairs 12 --steps 10
+(importing acspeed.probes imports acspeed, whose DDP patch would otherwise apply a stored config;
+ACSPEED_DISABLE=1 measures the probe on plain DDP).
 
 One pair = one block of --steps steps with the probe and one without, in the same workers, the
 order alternating between pairs. A step's time is the maximum over ranks. The pair's ratio is
@@ -135,6 +137,7 @@ def main():
                    f"--model {args.model} --batch-size {args.batch_size} --pairs {args.pairs} "
                    f"--steps {args.steps} --warmup {args.warmup} --seed {args.seed}",
         "torch": torch.__version__, "world_size": world, "backend": backend,
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("ACSPEED_", "NCCL_"))},
         "device": device.type, "pairs": args.pairs,
         "ratio_mean": statistics.mean(ratios), "ratio_ci95_bootstrap": [lo, hi],
         "ratios": ratios,
