@@ -13,6 +13,12 @@ median(on) / median(off); the reported interval is a seeded percentile bootstrap
 over pairs. The probe's summary() (the all-gather) runs after each block,
 outside the timed steps, as in the trial worker. The observer calls a comm hook adds (two C++ calls
 per bucket) are timed separately, per call.
+
+On a shared, loaded machine the paired ratio's interval is wider than the effect. The probe's own
+cost is therefore also measured directly (--direct-pairs): a stand-in model with as many parameters
+as the real one but no compute (one scalar each, loss = their sum), backward + the probe's marks,
+alternated on/off in the same process; the per-step difference (the gradient hooks, the four
+marks) with its bootstrap interval, divided by the real step time, bounds the overhead.
 """
 import argparse
 import json
@@ -72,6 +78,40 @@ def bootstrap_ci(values, seed, resamples=10000):
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def direct_probe_cost_s(n_params, pairs, reps, seed):
+    """Seconds the probe adds to one step (gradient hooks + marks), measured on a compute-free model
+    with n_params scalar parameters: mean over pairs of (median on - median off), and its bootstrap
+    95% interval."""
+    params = [torch.nn.Parameter(torch.zeros(())) for _ in range(n_params)]
+    holder = torch.nn.Module()
+    holder.params = torch.nn.ParameterList(params)
+
+    def block(probe):
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            if probe:
+                probe.step_begin()
+            torch.stack(params).sum().backward()
+            if probe:
+                probe.backward_end()
+                probe.step_end()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    block(None)
+    diffs = []
+    for pair in range(pairs):
+        result = {}
+        for arm in (("on", "off") if pair % 2 == 0 else ("off", "on")):
+            probe = StepProbe(holder) if arm == "on" else None
+            result[arm] = block(probe)
+            if probe:
+                probe.close()
+        diffs.append(result["on"] - result["off"])
+    return statistics.mean(diffs), bootstrap_ci(diffs, seed)
+
+
 def observer_call_cost_ns(calls=200000):
     """Nanoseconds per bucket_launched + bucket_completed pair from Python (no step open)."""
     probe = StepProbe(torch.nn.Linear(1, 1))
@@ -92,6 +132,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="timed steps per block")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1234, help="bootstrap seed")
+    ap.add_argument("--direct-pairs", type=int, default=40,
+                    help="pairs of the direct cost measurement (0 = skip it)")
     ap.add_argument("--json", help="write the result here (refuses to overwrite)")
     args = ap.parse_args()
     if args.json and os.path.exists(args.json):
@@ -127,6 +169,8 @@ def main():
         off_medians.append(medians["off"])
 
     call_ns = observer_call_cost_ns()
+    n_params = sum(1 for p in model.parameters() if p.requires_grad)
+    direct = direct_probe_cost_s(n_params, args.direct_pairs, 50, args.seed) if args.direct_pairs else None
     if rank != 0:
         dist.destroy_process_group()
         return
@@ -135,7 +179,8 @@ def main():
         "version": 1,
         "command": f"torchrun --nproc_per_node {world} bench/probes/probe_overhead.py "
                    f"--model {args.model} --batch-size {args.batch_size} --pairs {args.pairs} "
-                   f"--steps {args.steps} --warmup {args.warmup} --seed {args.seed}",
+                   f"--steps {args.steps} --warmup {args.warmup} --seed {args.seed} "
+                   f"--direct-pairs {args.direct_pairs}",
         "torch": torch.__version__, "world_size": world, "backend": backend,
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("ACSPEED_", "NCCL_"))},
         "device": device.type, "pairs": args.pairs,
@@ -144,13 +189,24 @@ def main():
         "median_step_on_s": statistics.median(on_medians),
         "median_step_off_s": statistics.median(off_medians),
         "observer_pair_ns": call_ns,
+        "parameters": n_params,
     }
+    if direct:
+        cost, (cost_lo, cost_hi) = direct
+        off = result["median_step_off_s"]
+        result.update(direct_cost_s=cost, direct_cost_ci95_s=[cost_lo, cost_hi],
+                      direct_overhead=cost / off, direct_overhead_ci95=[cost_lo / off, cost_hi / off])
     print(f"{'model':>9} {'ranks':>5} {'probe':>6} {'pairs':>5} {'off p50(ms)':>11} {'on p50(ms)':>10} "
           f"{'on/off':>7} {'95% CI (bootstrap)':>19} {'observer(ns/bucket)':>19}")
     print(f"{args.model:>9} {world:>5} {backend:>6} {args.pairs:>5} "
           f"{result['median_step_off_s'] * 1e3:>11.2f} {result['median_step_on_s'] * 1e3:>10.2f} "
           f"{result['ratio_mean']:>7.4f} {f'[{lo:.4f}, {hi:.4f}]':>19} "
           f"{call_ns:>19.0f}")
+    if direct:
+        print(f"direct probe cost per step ({n_params} parameters, no compute): "
+              f"{result['direct_cost_s'] * 1e6:.1f} us [{cost_lo * 1e6:.1f}, {cost_hi * 1e6:.1f}] (95% CI) = "
+              f"{result['direct_overhead'] * 100:.3f}% [{result['direct_overhead_ci95'][0] * 100:.3f}%, "
+              f"{result['direct_overhead_ci95'][1] * 100:.3f}%] of the {off * 1e3:.1f} ms step without probe")
     if args.json:
         with open(args.json, "x") as f:
             json.dump(result, f, indent=1)

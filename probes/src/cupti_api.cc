@@ -21,9 +21,15 @@ constexpr size_t kBufferAlign = 8;
 // Record layouts (CUpti_ActivityKernel10, Memcpy6, Memset4) are those of the CUPTI 13 series.
 constexpr uint32_t kMinCuptiVersion = 130000;
 
-// The one sink CUPTI's buffer callbacks deliver to (CUPTI allows one set of callbacks per process).
+// The one sink CUPTI's buffer callbacks deliver to (CUPTI allows one set of callbacks per process),
+// so one DlopenCuptiApi traces at a time.
 std::mutex g_sink_mu;
 CuptiApi::BufferSink g_sink;
+
+bool tracing_elsewhere() {
+  std::lock_guard<std::mutex> lock(g_sink_mu);
+  return static_cast<bool>(g_sink);
+}
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
@@ -47,6 +53,9 @@ class DlopenCuptiApi : public CuptiApi {
 
   std::string unavailable_reason() override {
     std::call_once(checked_, [this] { reason_ = check(); });
+    if (reason_.empty() && enabled_.empty() && tracing_elsewhere()) {
+      return "another acspeed probe is already tracing with CUPTI in this process (close() it first)";
+    }
     return reason_;
   }
 

@@ -74,6 +74,9 @@ def steps(probe, n):
 probe = StepProbe(model)
 result = {"backend": probe.backend, "notes": probe.notes}
 if probe.backend == "cupti":
+    second = StepProbe(model)  # CUPTI has one set of buffer callbacks: the second one steps aside
+    result.update(second_backend=second.backend, second_notes=second.notes)
+    second.close()
     model.register_comm_hook(probe, observed_allreduce_hook)
     steps(probe, 3)
     probe.reset()
@@ -126,6 +129,8 @@ check stage1 'r["summary"]["steps"] == 8 and all(s["compute_ns"] > 0 for s in r[
   "every step saw compute kernels"
 check stage1 'not any("no activity records" in n for n in r["summary"]["notes"])' "CUPTI delivered records"
 check stage1 'r["summary"]["unmatched_events"] == 0' "every bucket event matched a step"
+check stage1 'r["second_backend"] == "cpu" and any("already tracing" in n for n in r["second_notes"])' \
+  "a second probe in the same process stepped aside to the CPU backend"
 check stage1 'r["profiled_backend"] == "cpu" and any("torch.profiler" in n or "subscriber" in n for n in r["profiled_notes"])' \
   "with torch.profiler running the probe stepped aside and said why"
 check stage1 'r["profiler_cuda_events"] > 0' "torch.profiler still recorded CUDA kernels"
