@@ -147,7 +147,7 @@ std::vector<RepeatPair> find_pairs(const Report& report) {
     const auto& c = *candidates[i];
     const auto& b = *baselines[i];
     if (!usable(c) || !usable(b)) continue;
-    pairs.push_back({c.record.id, b.record.id, c.stats->p50, b.stats->p50, b.stats->p50 / c.stats->p50});
+    pairs.push_back({c.record.id, b.record.id, c.record.ordinal, b.record.ordinal, c.stats->p50, b.stats->p50, b.stats->p50 / c.stats->p50});
   }
   return pairs;
 }

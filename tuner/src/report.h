@@ -64,8 +64,10 @@ struct PooledTimes {
 
 // One alternated (candidate, baseline) repeat: speedup = baseline p50 / candidate p50.
 struct RepeatPair {
-  int64_t candidate_trial = 0;
+  int64_t candidate_trial = 0;  // trial ids (the store's)
   int64_t baseline_trial = 0;
+  int64_t candidate_ordinal = 0;  // trial numbers in the session, as the human formats show them
+  int64_t baseline_ordinal = 0;
   double candidate_p50_s = 0;
   double baseline_p50_s = 0;
   double speedup = 0;

@@ -252,23 +252,26 @@ std::string trials_table(const Report& r) {
   std::string out =
       "<table class=\"trials\">\n<tr><th>#</th><th>Role</th><th>Config</th><th>Steps</th><th>p50 (ms)</th>"
       "<th>p90 (ms)</th><th>p95 (ms)</th><th>Samples/s</th><th>Speedup vs baseline</th><th>Compute (ms)</th>"
-      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Loss</th><th>Status</th><th>Error</th></tr>\n";
+      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Loss</th><th>Status</th></tr>\n";
   for (const auto& t : r.trials) {
     const auto p = [&t](double StepStats::*field) {
       return t.stats ? std::optional<double>((*t.stats).*field) : std::nullopt;
     };
-    const bool faster = t.speedup_vs_baseline && *t.speedup_vs_baseline > 1.0;
+    const bool chosen = r.decision && t.config && *t.config == r.decision->config;
     out += fmt::format(
-        "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num{}\">{}</td>"
+        "<tr{}><td class=\"num\">{}</td><td>{}</td><td class=\"cfg\">{}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td><span class=\"status {}\">{}</span></td><td class=\"error\">{}</td></tr>\n",
-        t.record.ordinal, e(t.record.role), e(t.config_text), t.record.step_times_s.size(),
-        format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)), format_ms(p(&StepStats::p95)),
-        format_rate(t.samples_per_s), faster ? " faster" : "", format_ratio(t.speedup_vs_baseline),
+        "<td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td><span class=\"status {}\">{}</span></td></tr>\n",
+        chosen ? " class=\"chosen\"" : "", t.record.ordinal, e(t.record.role), e(t.config_text),
+        t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
+        format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
         format_ms(t.compute_s), format_ms(t.comm_s), format_ms(t.exposed_comm_s),
-        t.loss ? fmt::format("{:.4g}", *t.loss) : "-", t.record.status == "ok" ? "ok" : "bad", e(t.record.status),
-        t.record.error.empty() ? "-" : e(t.record.error));
+        t.loss ? fmt::format("{:.4g}", *t.loss) : "-", t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
+    if (!t.record.error.empty()) {
+      out += fmt::format("<tr><td></td><td colspan=\"13\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
+    }
   }
   return out + "</table>\n";
 }
@@ -298,13 +301,13 @@ std::string decision_section(const Report& r) {
     out += note("No alternated candidate/baseline repeats recorded.");
   } else {
     out += "<p>Each repeat runs the candidate and the baseline back to back in the same workers; speedup = "
-           "baseline p50 / candidate p50.</p>\n<table>\n<tr><th>Repeat</th><th>Candidate trial</th>"
-           "<th>Baseline trial</th><th>Candidate p50 (ms)</th><th>Baseline p50 (ms)</th><th>Speedup</th></tr>\n";
+           "baseline p50 / candidate p50.</p>\n<table>\n<tr><th>Repeat</th><th>Candidate trial #</th>"
+           "<th>Baseline trial #</th><th>Candidate p50 (ms)</th><th>Baseline p50 (ms)</th><th>Speedup</th></tr>\n";
     for (size_t i = 0; i < r.pairs.size(); ++i) {
       const auto& p = r.pairs[i];
       out += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                          "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
-                         i + 1, p.candidate_trial, p.baseline_trial, format_ms(p.candidate_p50_s),
+                         i + 1, p.candidate_ordinal, p.baseline_ordinal, format_ms(p.candidate_p50_s),
                          format_ms(p.baseline_p50_s), format_ratio(p.speedup));
     }
     out += "</table>\n";
@@ -327,9 +330,10 @@ h3 { font-size: 15px; } .sub { color: #666; font-size: 13px; word-break: break-a
 .card .label { color: #666; font-size: 12px; } .card .value { font-size: 17px; font-weight: 600; word-break: break-word; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f5f5f5; } table.kv th { width: 240px; font-weight: 500; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.faster { color: #00703c; font-weight: 600; }
-td.error { color: #a00; max-width: 280px; word-break: break-word; }
+th { background: #f5f5f5; } table.kv th { min-width: 120px; font-weight: 500; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.cfg { min-width: 230px; }
+tr.chosen td { background: #eef6fc; } .row { display: flex; flex-wrap: wrap; gap: 0 32px; align-items: flex-start; }
+td.error { color: #a00; white-space: pre-wrap; word-break: break-word; }
 .status { padding: 1px 6px; border-radius: 3px; font-size: 12px; } .status.ok { background: #e3f4e8; color: #00703c; }
 .status.bad { background: #fde4e1; color: #a00; }
 .note { color: #666; font-style: italic; } .verdict { font-size: 15px; }
@@ -372,7 +376,7 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   }
   out += "</div>\n";
 
-  out += "<h2>Session</h2>\n";
+  out += "<div class=\"row\"><div>\n<h2>Session</h2>\n";
   key_value_table(out, {{"Instance type", s.instance_type},
                         {"Model", s.model_name},
                         {"Model signature", s.model_signature},
@@ -383,14 +387,15 @@ std::string render_html(const Report& r, const RenderOptions& options) {
                         {"Status", s.status},
                         {"Started (UTC)", s.started_at},
                         {"Finished (UTC)", s.finished_at.empty() ? "-" : s.finished_at}});
-  out += "<h2>Versions</h2>\n";
+  out += "</div><div>\n<h2>Versions</h2>\n";
   if (r.versions.empty()) out += note("No versions recorded."); else key_value_table(out, r.versions);
-  out += "<h2>Search space</h2>\n";
+  out += "</div><div>\n<h2>Search space</h2>\n";
   if (r.search_space.empty()) out += note("No search space recorded."); else key_value_table(out, r.search_space);
   if (!r.options.empty()) {
     out += "<h2>Options</h2>\n";
     key_value_table(out, r.options);
   }
+  out += "</div></div>\n";
 
   out += "<h2>Plots</h2>\n<figure><figcaption>Throughput against bucket size, one line per algorithm / streams "
          "(search trials; hover a point for its trial)</figcaption>\n";
@@ -403,6 +408,8 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += breakdown_chart(r);
   out += "</figure>\n";
 
+  out += "<h2>Decision</h2>\n";
+  out += decision_section(r);
   out += "<h2>Trials</h2>\n";
   out += r.baseline ? fmt::format("<p>Baseline (DDP defaults): p50 {} ms over {} steps from {}. ", format_ms(r.baseline->stats.p50),
                                   r.baseline->stats.count, e(r.baseline->source))
@@ -410,8 +417,6 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += fmt::format("Step time = max over ranks per step; samples/s = {} per device &times; {} devices / p50 step time.</p>\n",
                      s.batch_size, s.world_size);
   out += trials_table(r);
-  out += "<h2>Decision</h2>\n";
-  out += decision_section(r);
   out += "</body>\n</html>\n";
   return out;
 }

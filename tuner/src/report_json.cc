@@ -62,6 +62,8 @@ json decision_json(const Report& r) {
   for (const auto& p : r.pairs) {
     pairs.push_back({{"candidate_trial", p.candidate_trial},
                      {"baseline_trial", p.baseline_trial},
+                     {"candidate_ordinal", p.candidate_ordinal},
+                     {"baseline_ordinal", p.baseline_ordinal},
                      {"candidate_p50_s", p.candidate_p50_s},
                      {"baseline_p50_s", p.baseline_p50_s},
                      {"speedup", p.speedup}});

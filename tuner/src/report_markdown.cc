@@ -124,11 +124,11 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
   } else {
     out += "Each repeat runs the candidate and the baseline back to back in the same workers; "
            "speedup = baseline p50 / candidate p50.\n\n"
-           "| Repeat | Candidate trial | Baseline trial | Candidate p50 (ms) | Baseline p50 (ms) | Speedup |\n"
+           "| Repeat | Candidate trial # | Baseline trial # | Candidate p50 (ms) | Baseline p50 (ms) | Speedup |\n"
            "|---:|---:|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < r.pairs.size(); ++i) {
       const auto& p = r.pairs[i];
-      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", i + 1, p.candidate_trial, p.baseline_trial,
+      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", i + 1, p.candidate_ordinal, p.baseline_ordinal,
                          format_ms(p.candidate_p50_s), format_ms(p.baseline_p50_s), format_ratio(p.speedup));
     }
     out += "\n";
