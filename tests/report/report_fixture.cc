@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "statistics.h"
+#include "trial_metrics.h"
+
 namespace acspeed::testing {
 namespace {
 
@@ -74,16 +77,24 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
   const int64_t id = store.create_session(s);
   int64_t ordinal = 0;
 
-  auto add_measured = [&](const std::string& role, const CommConfig& config, bool metrics) {
+  // As the tuner writes a trial: raw step times, and metrics_json per tuner/src/trial_metrics.h.
+  auto add_measured = [&](const std::string& role, const CommConfig& config, bool metrics,
+                          std::optional<int> pair = std::nullopt) {
     TrialRecord t = trial(id, ordinal, role, config);
     const Cost cost = cost_of(config);
     t.step_times_s = steps(cost, rng);
     if (metrics) {
-      t.metrics_json = json{{"compute_s", cost.compute_s}, {"comm_s", cost.comm_s},
-                            {"exposed_comm_s", cost.exposed_s}, {"loss", 6.9 - 0.01 * static_cast<double>(t.ordinal)}}
-                           .dump();
+      auto m = tuner::metrics_from_steps(t.step_times_s, static_cast<int>(kBatch), 3);
+      m.compute_s = cost.compute_s;
+      m.comm_s = cost.comm_s;
+      m.exposed_comm_s = cost.exposed_s;
+      m.probe = "cpu-timers";
+      m.loss = 6.9 - 0.01 * static_cast<double>(t.ordinal);
+      m.pair = pair;
+      t.metrics_json = tuner::metrics_to_json(m);
     }
     store.add_trial(t);
+    return t.step_times_s;
   };
 
   add_measured("search", CommConfig{}, options.with_metrics);
@@ -111,10 +122,23 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
     best.bucket_cap_mb = 5;
     best.algorithm = Algorithm::kReduceScatter;
     best.streams = 2;
+    // Alternated as the tuner does: candidate first in even pairs, baseline first in odd ones.
     json pairs = json::array();
+    std::vector<double> speedups;
     for (int repeat = 0; repeat < 3; ++repeat) {
-      add_measured("candidate", best, options.with_metrics);
-      add_measured("baseline", CommConfig{}, options.with_metrics);
+      std::vector<double> c, b;
+      if (repeat % 2 == 0) {
+        c = add_measured("candidate", best, options.with_metrics, repeat);
+        b = add_measured("baseline", CommConfig{}, options.with_metrics, repeat);
+      } else {
+        b = add_measured("baseline", CommConfig{}, options.with_metrics, repeat);
+        c = add_measured("candidate", best, options.with_metrics, repeat);
+      }
+      speedups.push_back(tuner::median(b) / tuner::median(c));
+      pairs.push_back({{"order", repeat % 2 == 0 ? "candidate-first" : "baseline-first"},
+                       {"candidate_step_times_s", c},
+                       {"baseline_step_times_s", b},
+                       {"speedup", speedups.back()}});
     }
     Decision d;
     d.key = {s.instance_type, s.model_signature, s.precision, s.world_size, s.nnodes};
@@ -126,8 +150,12 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
     d.speedup = 1.21;
     d.ci_low = 1.15;
     d.ci_high = 1.27;
-    d.evidence_json = json{{"method", "bootstrap"}, {"resamples", 10000}, {"pairs", 3},
-                           {"pair_speedups", {1.19, 1.21, 1.24}}}
+    d.evidence_json = json{{"seed", options.seed},
+                           {"method", "Student t 95% interval of the mean log pair speedup"},
+                           {"candidate", json::parse(config_to_json(best))},
+                           {"pairs", pairs},
+                           {"pair_speedups", speedups},
+                           {"loss_tolerance", 0.05}}
                           .dump();
     d.note = "accepted: the 95% interval excludes 1";
     store.add_decision(d);

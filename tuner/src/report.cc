@@ -1,21 +1,23 @@
 #include "report.h"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
-#include <numeric>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "statistics.h"
+#include "trial_metrics.h"
 
 namespace acspeed::report {
 namespace {
 
 using json = nlohmann::json;
 
-// Arrays longer than this are shown as "[N values]" in the human formats (raw times live in JSON).
+// Arrays longer than this, and arrays of objects, are summarised in the human formats (the JSON
+// report has them whole).
 constexpr size_t kMaxInlineArray = 12;
 
 json parse_or_null(const std::string& text) {
@@ -37,10 +39,12 @@ void flatten(const json& value, const std::string& prefix, std::vector<std::pair
   }
   if (value.is_array()) {
     const bool scalars = std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_primitive(); });
-    if (!scalars) {
-      out.emplace_back(prefix, value.dump());
+    if (value.empty()) {
+      out.emplace_back(prefix, "[]");
+    } else if (!scalars) {
+      out.emplace_back(prefix, fmt::format("[{} entries: see the JSON report]", value.size()));
     } else if (value.size() > kMaxInlineArray) {
-      out.emplace_back(prefix, fmt::format("[{} values]", value.size()));
+      out.emplace_back(prefix, fmt::format("[{} values: see the JSON report]", value.size()));
     } else {
       std::vector<std::string> parts;
       for (const auto& item : value) parts.push_back(scalar_text(item));
@@ -61,14 +65,6 @@ std::vector<std::pair<std::string, std::string>> flatten_column(const std::strin
     flatten(value, "", out);
   }
   return out;
-}
-
-std::optional<double> number_at(const json& metrics, const char* key) {
-  if (!metrics.is_object()) return std::nullopt;
-  auto it = metrics.find(key);
-  if (it == metrics.end() || !it->is_number()) return std::nullopt;
-  const double value = it->get<double>();
-  return std::isfinite(value) ? std::optional<double>(value) : std::nullopt;
 }
 
 std::optional<double> samples_per_s(const SessionRecord& session, double step_s) {
@@ -135,19 +131,23 @@ std::optional<PooledTimes> find_best(const Report& report) {
   return pool(report, config->describe(), "search trials with this config", trials);
 }
 
-// The i-th candidate trial is paired with the i-th baseline trial (the tuner alternates them).
+// Pair index of a decision-phase trial: the "pair" metric the tuner records, else its order among
+// the trials of its role.
 std::vector<RepeatPair> find_pairs(const Report& report) {
-  std::vector<const TrialSummary*> candidates, baselines;
+  std::map<int64_t, const TrialSummary*> candidates, baselines;
   for (const auto& t : report.trials) {
-    if (t.record.role == "candidate") candidates.push_back(&t);
-    if (t.record.role == "baseline") baselines.push_back(&t);
+    auto* side = t.record.role == "candidate" ? &candidates : t.record.role == "baseline" ? &baselines : nullptr;
+    if (!side) continue;
+    const int64_t index = t.pair ? *t.pair : static_cast<int64_t>(side->size());
+    side->emplace(index, &t);
   }
   std::vector<RepeatPair> pairs;
-  for (size_t i = 0; i < std::min(candidates.size(), baselines.size()); ++i) {
-    const auto& c = *candidates[i];
-    const auto& b = *baselines[i];
-    if (!usable(c) || !usable(b)) continue;
-    pairs.push_back({c.record.id, b.record.id, c.record.ordinal, b.record.ordinal, c.stats->p50, b.stats->p50, b.stats->p50 / c.stats->p50});
+  for (const auto& [index, c] : candidates) {
+    auto b = baselines.find(index);
+    if (b == baselines.end() || !usable(*c) || !usable(*b->second)) continue;
+    const auto& base = *b->second;
+    pairs.push_back({c->record.id, base.record.id, c->record.ordinal, base.record.ordinal, c->stats->p50,
+                     base.stats->p50, base.stats->p50 / c->stats->p50});
   }
   return pairs;
 }
@@ -177,28 +177,18 @@ std::string_view to_string(Format format) {
   return "?";
 }
 
-double percentile(std::vector<double> values, double q) {
-  if (!(q >= 0.0 && q <= 1.0)) ACS_THROW(InvalidArgument, "percentile {} is outside [0, 1]", q);
-  ACS_ENFORCE(!values.empty(), "percentile of no values");
-  std::sort(values.begin(), values.end());
-  const double rank = q * static_cast<double>(values.size() - 1);
-  const auto lower = static_cast<size_t>(std::floor(rank));
-  const size_t upper = std::min(lower + 1, values.size() - 1);
-  return values[lower] + (rank - static_cast<double>(lower)) * (values[upper] - values[lower]);
-}
-
 std::optional<StepStats> step_stats(const std::vector<double>& times_s) {
   if (times_s.empty()) return std::nullopt;
   StepStats s;
   s.count = times_s.size();
   s.min = *std::min_element(times_s.begin(), times_s.end());
   s.max = *std::max_element(times_s.begin(), times_s.end());
-  s.mean = std::accumulate(times_s.begin(), times_s.end(), 0.0) / static_cast<double>(times_s.size());
-  s.p25 = percentile(times_s, 0.25);
-  s.p50 = percentile(times_s, 0.50);
-  s.p75 = percentile(times_s, 0.75);
-  s.p90 = percentile(times_s, 0.90);
-  s.p95 = percentile(times_s, 0.95);
+  s.mean = tuner::mean(times_s);
+  s.p25 = tuner::percentile(times_s, 25);
+  s.p50 = tuner::percentile(times_s, 50);
+  s.p75 = tuner::percentile(times_s, 75);
+  s.p90 = tuner::percentile(times_s, 90);
+  s.p95 = tuner::percentile(times_s, 95);
   return s;
 }
 
@@ -217,13 +207,24 @@ Report build_report(const Store& store, int64_t session_id) {
       t.config_text = fmt::format("invalid config: {}", e.what());
     }
     t.stats = step_stats(record.step_times_s);
-    const json metrics = parse_or_null(record.metrics_json);
-    t.compute_s = number_at(metrics, "compute_s");
-    t.comm_s = number_at(metrics, "comm_s");
-    t.exposed_comm_s = number_at(metrics, "exposed_comm_s");
-    t.loss = number_at(metrics, "loss");
+    tuner::TrialMetrics metrics;
+    try {
+      metrics = tuner::metrics_from_json(record.metrics_json);
+    } catch (const InvalidArgument&) {
+      // Not a JSON object: no metrics; the report rests on the raw step times.
+    }
+    t.compute_s = metrics.compute_s;
+    t.comm_s = metrics.comm_s;
+    t.exposed_comm_s = metrics.exposed_comm_s;
+    t.loss = metrics.loss;
+    t.probe = metrics.probe;
+    t.finite = metrics.finite;
+    t.pair = metrics.pair;
     if (t.stats) t.samples_per_s = samples_per_s(report.session, t.stats->p50);
-    if (!t.samples_per_s) t.samples_per_s = number_at(metrics, "samples_per_s");
+    // The metric is per device; the report's rate is the whole job's.
+    if (!t.samples_per_s && metrics.samples_per_s > 0 && report.session.world_size > 0) {
+      t.samples_per_s = metrics.samples_per_s * static_cast<double>(report.session.world_size);
+    }
     t.record = std::move(record);
     report.trials.push_back(std::move(t));
   }
@@ -238,6 +239,12 @@ Report build_report(const Store& store, int64_t session_id) {
     }
   }
 
+  for (const auto& t : report.trials) {
+    if (!t.probe.empty() && std::find(report.probes.begin(), report.probes.end(), t.probe) == report.probes.end()) {
+      report.probes.push_back(t.probe);
+    }
+  }
+  std::sort(report.probes.begin(), report.probes.end());
   report.baseline = find_baseline(report);
   if (report.baseline) {
     for (auto& t : report.trials) {
@@ -273,6 +280,23 @@ std::string format_rate(std::optional<double> per_second) {
 
 std::string format_ratio(std::optional<double> ratio) {
   return ratio ? fmt::format("{:.3f}x", *ratio) : "-";
+}
+
+std::string format_loss(const TrialSummary& trial) {
+  if (!trial.finite) return "NaN/Inf";
+  return trial.loss ? fmt::format("{:.4g}", *trial.loss) : "-";
+}
+
+std::string trials_preamble(const Report& r) {
+  std::string out = r.baseline ? fmt::format("Baseline (DDP defaults): p50 {} ms over {} steps from {}. ",
+                                             format_ms(r.baseline->stats.p50), r.baseline->stats.count, r.baseline->source)
+                               : "No baseline measured in this session: speedups are not available. ";
+  out += fmt::format("Step time = max over ranks per step; samples/s = {} per device x {} devices / p50 step time. ",
+                     r.session.batch_size, r.session.world_size);
+  out += r.probes.empty() ? "No probe breakdown (compute / communication) was recorded."
+                          : fmt::format("Compute / comm / exposed comm: per-step medians from the {} probe.",
+                                        fmt::join(r.probes, ", "));
+  return out;
 }
 
 }  // namespace acspeed::report

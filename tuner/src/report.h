@@ -30,15 +30,14 @@ Format parse_format(std::string_view text);
 const std::vector<std::string>& format_names();
 std::string_view to_string(Format format);
 
-// Step-time statistics of one set of raw step times, in seconds. Percentiles interpolate linearly
-// between order statistics (numpy's default).
+// Step-time statistics of one set of raw step times, in seconds (percentiles: tuner::percentile,
+// linear interpolation between order statistics).
 struct StepStats {
   size_t count = 0;
   double min = 0, p25 = 0, p50 = 0, p75 = 0, p90 = 0, p95 = 0, max = 0, mean = 0;
 };
-// nullopt for an empty vector. Throws InvalidArgument for q outside [0, 1] in percentile().
+// nullopt for an empty vector.
 std::optional<StepStats> step_stats(const std::vector<double>& times_s);
-double percentile(std::vector<double> values, double q);
 
 struct TrialSummary {
   TrialRecord record;
@@ -47,8 +46,11 @@ struct TrialSummary {
   std::optional<StepStats> stats;    // from record.step_times_s; nullopt when there are none
   std::optional<double> samples_per_s;        // whole job: batch per device x world size / p50
   std::optional<double> speedup_vs_baseline;  // baseline p50 / this trial's p50
-  // From metrics_json (per-step seconds), when the trial worker recorded them.
+  // From metrics_json (trial_metrics.h; per-step seconds), when the trial worker recorded them.
   std::optional<double> compute_s, comm_s, exposed_comm_s, loss;
+  std::string probe;   // which probe measured the breakdown; empty = none
+  bool finite = true;  // false when a loss of the trial was NaN/Inf
+  std::optional<int> pair;  // decision phase: index of its (candidate, baseline) pair
 };
 
 // A set of step times pooled from several trials (the baseline, or the best configuration).
@@ -62,7 +64,8 @@ struct PooledTimes {
   std::optional<double> samples_per_s;
 };
 
-// One alternated (candidate, baseline) repeat: speedup = baseline p50 / candidate p50.
+// One alternated (candidate, baseline) repeat: speedup = baseline p50 / candidate p50. Trials are
+// paired by the "pair" index the tuner records in their metrics, else by their order.
 struct RepeatPair {
   int64_t candidate_trial = 0;  // trial ids (the store's)
   int64_t baseline_trial = 0;
@@ -80,7 +83,9 @@ struct Report {
   std::optional<PooledTimes> baseline;             // DDP defaults as measured in this session
   std::optional<PooledTimes> best;                 // the winner (or best candidate) as measured
   std::vector<RepeatPair> pairs;                   // alternated repeats of the decision
-  // Flattened "a.b" -> text views of the session's JSON columns, for the human formats.
+  std::vector<std::string> probes;                 // probes that measured the breakdown, sorted
+  // Flattened "a.b" -> text views of the session's JSON columns, for the human formats (arrays of
+  // objects or of more than a dozen values are summarised; the JSON report has them whole).
   std::vector<std::pair<std::string, std::string>> versions, search_space, options, evidence;
 };
 
@@ -111,5 +116,8 @@ std::string csv_field(std::string_view text);
 std::string format_ms(std::optional<double> seconds);        // "54.20"
 std::string format_rate(std::optional<double> per_second);    // "597.3"
 std::string format_ratio(std::optional<double> ratio);        // "1.23x"
+std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
+// The sentence introducing the trials table: what the baseline is, how rates are computed.
+std::string trials_preamble(const Report& report);
 
 }  // namespace acspeed::report

@@ -11,6 +11,7 @@
 
 #include "report.h"
 #include "report_svg.h"
+#include "statistics.h"
 
 namespace acspeed::report {
 namespace {
@@ -111,7 +112,7 @@ std::string throughput_chart(const Report& r) {
     std::map<double, std::vector<double>> by_bucket;
     for (const auto& p : points) by_bucket[p.bucket_mb].push_back(p.rate);
     std::vector<std::pair<double, double>> line;
-    for (const auto& [bucket, values] : by_bucket) line.emplace_back(x(bucket), y(percentile(values, 0.5)));
+    for (const auto& [bucket, values] : by_bucket) line.emplace_back(x(bucket), y(tuner::median(values)));
     if (line.size() > 1) svg.polyline(line, c, 2);
     for (const auto& p : points) {
       svg.circle(x(p.bucket_mb), y(p.rate), 4.5, c, 0.9,
@@ -268,7 +269,7 @@ std::string trials_table(const Report& r) {
         t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
         format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
         format_ms(t.compute_s), format_ms(t.comm_s), format_ms(t.exposed_comm_s),
-        t.loss ? fmt::format("{:.4g}", *t.loss) : "-", t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
+        format_loss(t), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
     if (!t.record.error.empty()) {
       out += fmt::format("<tr><td></td><td colspan=\"13\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
     }
@@ -411,11 +412,7 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += "<h2>Decision</h2>\n";
   out += decision_section(r);
   out += "<h2>Trials</h2>\n";
-  out += r.baseline ? fmt::format("<p>Baseline (DDP defaults): p50 {} ms over {} steps from {}. ", format_ms(r.baseline->stats.p50),
-                                  r.baseline->stats.count, e(r.baseline->source))
-                    : std::string("<p>No baseline measured in this session: speedups are not available. ");
-  out += fmt::format("Step time = max over ranks per step; samples/s = {} per device &times; {} devices / p50 step time.</p>\n",
-                     s.batch_size, s.world_size);
+  out += fmt::format("<p>{}</p>\n", e(trials_preamble(r)));
   out += trials_table(r);
   out += "</body>\n</html>\n";
   return out;

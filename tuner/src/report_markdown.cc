@@ -67,14 +67,7 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
   }
 
   out += "## Trials\n\n";
-  if (r.baseline) {
-    out += fmt::format("Baseline (DDP defaults): p50 {} ms over {} steps from {}. ", format_ms(r.baseline->stats.p50),
-                       r.baseline->stats.count, r.baseline->source);
-  } else {
-    out += "No baseline measured in this session: speedups are not available. ";
-  }
-  out += fmt::format("Step time = max over ranks per step; samples/s = {} per device x {} devices / p50 step time.\n\n",
-                     s.batch_size, s.world_size);
+  out += md(trials_preamble(r)) + "\n\n";
   if (r.trials.empty()) {
     out += "No trials recorded.\n\n";
   } else {
@@ -90,7 +83,7 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
                          format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)), format_ms(p(&StepStats::p95)),
                          format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline), format_ms(t.compute_s),
                          format_ms(t.comm_s), format_ms(t.exposed_comm_s),
-                         t.loss ? fmt::format("{:.4g}", *t.loss) : "-", md(t.record.status),
+                         format_loss(t), md(t.record.status),
                          t.record.error.empty() ? "-" : md(t.record.error));
     }
     out += "\n";
