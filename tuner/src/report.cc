@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/strings.h"
 #include "statistics.h"
 #include "trial_metrics.h"
 
@@ -48,7 +49,7 @@ void flatten(const json& value, const std::string& prefix, std::vector<std::pair
     } else {
       std::vector<std::string> parts;
       for (const auto& item : value) parts.push_back(scalar_text(item));
-      out.emplace_back(prefix, fmt::format("{}", fmt::join(parts, ", ")));
+      out.emplace_back(prefix, join(parts));
     }
     return;
   }
@@ -164,7 +165,7 @@ Format parse_format(std::string_view text) {
   for (size_t i = 0; i < format_names().size(); ++i) {
     if (text == format_names()[i]) return formats[i];
   }
-  ACS_THROW(InvalidArgument, "unknown report format '{}' (accepted: {})", text, fmt::join(format_names(), ", "));
+  ACS_THROW(InvalidArgument, "unknown report format '{}' (accepted: {})", text, join(format_names()));
 }
 
 std::string_view to_string(Format format) {
@@ -295,7 +296,7 @@ std::string trials_preamble(const Report& r) {
                      r.session.batch_size, r.session.world_size);
   out += r.probes.empty() ? "No probe breakdown (compute / communication) was recorded."
                           : fmt::format("Compute / comm / exposed comm: per-step medians from the {} probe.",
-                                        fmt::join(r.probes, ", "));
+                                        join(r.probes));
   return out;
 }
 

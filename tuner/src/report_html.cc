@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/strings.h"
 #include "report.h"
 #include "report_svg.h"
 #include "statistics.h"
@@ -347,8 +348,7 @@ svg { max-width: 100%; height: auto; }
 
 std::string render_html(const Report& r, const RenderOptions& options) {
   const auto& s = r.session;
-  std::string command;
-  for (const auto& arg : options.command_line) command += (command.empty() ? "" : " ") + arg;
+  const std::string command = join(options.command_line, " ");
   std::string out = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
