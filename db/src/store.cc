@@ -204,6 +204,7 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
 
   std::error_code ec;
   const bool exists = fs::exists(path, ec);
+  if (ec) ACS_THROW(StoreError, "cannot access store {}: {}", path, ec.message());
   if (exists) {
     if (fs::is_directory(path, ec)) ACS_THROW(StoreError, "store {} is a directory, not a file", path);
     check_sqlite_header(path);
@@ -253,14 +254,18 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
         impl->version, kStoreSchemaVersion);
   } else if (impl->version == 0) {
     // Only reachable read-only (a writable store was migrated above): an empty SQLite file holds
-    // nothing yet; any other SQLite database is not ours.
-    sqlite::Statement tables(*impl->db, "SELECT count(*) FROM sqlite_master");
+    // nothing yet (or is being created by a writer right now); any other SQLite database is not
+    // ours. Version and tables are read in one statement, so a migration committing in between
+    // cannot make a store look foreign.
+    sqlite::Statement tables(*impl->db,
+                             "SELECT (SELECT user_version FROM pragma_user_version), count(*) FROM sqlite_master");
     tables.step();
-    if (tables.int64(0) != 0) {
+    impl->version = static_cast<int>(tables.int64(0));
+    if (impl->version == 0 && tables.int64(1) != 0) {
       ACS_THROW(StoreError, "store {} is a SQLite database but not an acspeed store; it was left unchanged",
                 path);
     }
-    impl->db.reset();
+    if (impl->version == 0) impl->db.reset();
   }
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }

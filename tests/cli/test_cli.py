@@ -1,0 +1,191 @@
+"""acspeed-tune's store commands as a user runs them: exit codes, messages, files left unchanged."""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+
+import pytest
+
+
+@pytest.fixture()
+def tune(build_dir, tmp_path):
+    binary = build_dir / "tuner" / "acspeed-tune"
+    env = dict(os.environ)
+    for name in list(env):
+        if name.startswith("ACSPEED_"):
+            del env[name]
+    env["ACSPEED_DB"] = str(tmp_path / "store" / "acspeed.db")
+
+    def run(*args, user=None, **extra_env):
+        cmd = [str(binary), *args]
+        if user is not None:
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]  # numeric ids
+        return subprocess.run(cmd, capture_output=True, text=True, env={**env, **extra_env}, timeout=60)
+
+    run.db = tmp_path / "store" / "acspeed.db"
+    return run
+
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def decision_doc(**overrides):
+    decision = {
+        "instance_type": "cpu-2xTest", "model_signature": "p2-00000000deadbeef", "model_name": "resnet18",
+        "precision": "amp", "world_size": 2, "nnodes": 1, "active": True,
+        "config": {"version": 1, "bucket_cap_mb": 5, "streams": 2}, "torch_version": "2.15.0",
+        "batch_size": 32, "speedup": 1.4, "ci_low": 1.2, "ci_high": 1.6,
+    }
+    decision.update(overrides)
+    return {"format": "acspeed-decisions", "version": 1, "decisions": [decision]}
+
+
+def test_help_version_and_unknown_command(tune):
+    assert tune("--version").stdout.startswith("acspeed-tune ")
+    out = tune("--help")
+    assert out.returncode == 0 and "configs" in out.stdout and "fingerprint" in out.stdout
+    bad = tune("frobnicate")
+    assert bad.returncode == 2 and "unknown command 'frobnicate'" in bad.stderr
+
+
+def test_fingerprint_prints_key_and_details(tune):
+    out = tune("fingerprint", "--json")
+    assert out.returncode == 0, out.stderr
+    fp = json.loads(out.stdout)
+    assert fp["instance_type"] == fp["detected_key"] and not fp["explicit"]
+    assert fp["details"]["torch"] != ""
+    assert os.uname().nodename not in fp["instance_type"]
+    named = json.loads(tune("fingerprint", "--json", ACSPEED_INSTANCE_TYPE="ecs.ebmgn7t.32xlarge").stdout)
+    assert named["instance_type"] == "ecs.ebmgn7t.32xlarge" and named["explicit"]
+    assert named["detected_key"] == fp["detected_key"]
+    table = tune("fingerprint", ACSPEED_INSTANCE_TYPE="2x1@1gbit").stdout
+    assert "instance type: 2x1@1gbit  (from ACSPEED_INSTANCE_TYPE" in table
+
+
+def test_env_lists_every_setting(tune):
+    out = tune("env", ACSPEED_STREAMS="4")
+    assert out.returncode == 0
+    for name in ("ACSPEED_DB", "ACSPEED_INSTANCE_TYPE", "ACSPEED_CONFIG", "ACSPEED_DISABLE", "ACSPEED_STRICT",
+                 "ACSPEED_PYTHON", "ACSPEED_STREAMS"):
+        assert name in out.stdout
+    streams_line = next(line for line in out.stdout.splitlines() if line.startswith("ACSPEED_STREAMS"))
+    assert " 4 " in streams_line
+
+
+def test_configs_list_on_new_empty_store(tune):
+    out = tune("configs", "list")
+    assert out.returncode == 0 and "no decisions stored" in out.stdout
+    assert not tune.db.exists()  # reading never creates a store
+
+
+def test_import_export_show_activate_delete(tune, tmp_path):
+    doc = tmp_path / "in.json"
+    doc.write_text(json.dumps(decision_doc()))
+    assert tune("configs", "import", str(doc)).returncode == 0
+    second = decision_doc(config={"version": 1, "algorithm": "reduce_scatter"})
+    doc.write_text(json.dumps(second))
+    assert tune("configs", "import", str(doc)).returncode == 0
+    listed = json.loads(tune("configs", "list", "--json").stdout)["decisions"]
+    assert [d["active"] for d in listed] == [False, True]  # history kept, newest active
+    assert "reduce_scatter" in tune("configs", "list").stdout
+    assert tune("configs", "activate", "1").returncode == 0
+    shown = json.loads(tune("configs", "show", "1", "--json").stdout)["decisions"][0]
+    assert shown["active"] and shown["config"]["streams"] == 2
+
+    out_file = tmp_path / "out.json"
+    assert tune("configs", "export", "-o", str(out_file)).returncode == 0
+    exported = json.loads(out_file.read_text())
+    assert len(exported["decisions"]) == 2
+    before = sha(out_file)
+    refused = tune("configs", "export", "-o", str(out_file))
+    assert refused.returncode != 0 and "--force" in refused.stderr and sha(out_file) == before
+    assert tune("configs", "export", "-o", str(out_file), "--force", "--active").returncode == 0
+    assert len(json.loads(out_file.read_text())["decisions"]) == 1
+
+    assert tune("configs", "delete", "2").returncode == 0
+    missing = tune("configs", "show", "2")
+    assert missing.returncode == 2 and "no decision 2" in missing.stderr
+
+
+def test_bad_input_is_one_line_naming_the_value(tune, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(decision_doc(config={"version": 1, "algorithm": "warp"})))
+    out = tune("configs", "import", str(bad))
+    assert out.returncode == 2 and "'warp' is not one of allreduce" in out.stderr
+    assert not tune.db.exists()
+    out = tune("configs", "show", "abc")
+    assert out.returncode == 2 and "abc" in out.stderr
+    out = tune("configs", "launch")
+    assert out.returncode == 2 and "'launch' is not one of list" in out.stderr
+    out = tune("--log-level", "loud", "env")
+    assert out.returncode == 2 and "'loud'" in out.stderr
+
+
+def test_corrupt_store_is_refused_and_unchanged(tune, tmp_path):
+    doc = tmp_path / "in.json"
+    doc.write_text(json.dumps(decision_doc()))
+    tune.db.parent.mkdir(parents=True)
+    tune.db.write_bytes(b"SQLite format 3\x00" + b"\x13" * 5000)
+    before = sha(tune.db)
+    for args in (("configs", "list"), ("configs", "import", str(doc)), ("configs", "delete", "1")):
+        out = tune(*args)
+        assert out.returncode != 0
+        assert str(tune.db) in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+    assert sha(tune.db) == before
+    assert sorted(p.name for p in tune.db.parent.iterdir()) == ["acspeed.db"]
+
+
+def test_newer_schema_reads_and_refuses_writes(tune, tmp_path):
+    doc = tmp_path / "in.json"
+    doc.write_text(json.dumps(decision_doc()))
+    assert tune("configs", "import", str(doc)).returncode == 0
+    with sqlite3.connect(tune.db) as db:
+        db.execute("PRAGMA user_version = 99")
+    listed = tune("configs", "list")
+    assert listed.returncode == 0 and "resnet18" in listed.stdout and "newer than this build" in listed.stderr
+    refused = tune("configs", "import", str(doc))
+    assert refused.returncode == 1 and "newer than this build" in refused.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root to drop to user nobody (root ignores file modes)")
+def test_read_only_store_reads_with_note_and_refuses_writes(tune):
+    shared = pathlib.Path(tempfile.mkdtemp(prefix="acspeed-ro-"))  # reachable by user nobody
+    shared.chmod(0o755)
+    db = shared / "store" / "acspeed.db"
+    doc = shared / "in.json"
+    doc.write_text(json.dumps(decision_doc()))
+    doc.chmod(0o644)
+    assert tune("--db", str(db), "configs", "import", str(doc)).returncode == 0
+    db.parent.chmod(0o555)
+    db.chmod(0o444)
+    before = sha(db)
+    listed = tune("--db", str(db), "configs", "list", user=65534)
+    assert listed.returncode == 0, listed.stderr
+    assert "resnet18" in listed.stdout and "read-only" in listed.stderr
+    refused = tune("--db", str(db), "configs", "import", str(doc), user=65534)
+    assert refused.returncode == 1 and "read-only" in refused.stderr
+    assert sha(db) == before
+    db.parent.chmod(0o755)
+    shutil.rmtree(shared)
+
+
+def test_explain_reports_what_import_would_apply(tune, tmp_path):
+    doc = tmp_path / "in.json"
+    doc.write_text(json.dumps(decision_doc(instance_type="my-cluster", torch_version="")))
+    assert tune("configs", "import", str(doc)).returncode == 0
+    out = tune("explain", "--model", "resnet18", "--world-size", "2", "--precision", "amp",
+               ACSPEED_INSTANCE_TYPE="my-cluster")
+    assert out.returncode == 0, out.stderr
+    assert "source: stored" in out.stdout and "bucket 5 MiB" in out.stdout
+    other = tune("explain", "--model", "resnet18", "--world-size", "4", ACSPEED_INSTANCE_TYPE="my-cluster")
+    assert "source: no_entry" in other.stdout and "DDP defaults" in other.stdout
+    disabled = tune("explain", "--model", "resnet18", "--world-size", "2", ACSPEED_INSTANCE_TYPE="my-cluster",
+                    ACSPEED_DISABLE="1")
+    assert "source: disabled" in disabled.stdout

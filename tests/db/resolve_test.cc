@@ -1,0 +1,139 @@
+// The lookup `import acspeed` runs: fallback order, forced files, stale versions, pins, failures.
+#include "acspeed/resolve.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "acspeed/decision_io.h"
+#include "test_util.h"
+
+namespace acspeed {
+namespace {
+using testing::sample_decision;
+using testing::TempDir;
+
+class Resolve : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_STREAMS", "ACSPEED_DB"}) unsetenv(name);
+    request.key = sample_decision("amp").key;
+    request.torch_version = "2.15.1";
+    request.store_path = dir.file("acspeed.db");
+  }
+  void TearDown() override { SetUp(); }
+  void store(const Decision& d) { Store::open({request.store_path, false})->add_decision(d); }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto path = dir.file(name);
+    std::ofstream(path) << text;
+    return path;
+  }
+  TempDir dir;
+  ResolveRequest request;
+};
+
+TEST_F(Resolve, NoStoreMeansDefaultsAndSaysSo) {
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kNoStore);
+  EXPECT_FALSE(r.applied);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find("acspeed-tune"), std::string::npos);
+}
+
+TEST_F(Resolve, ExactKeyWins) {
+  store(sample_decision("fp32", 3));
+  store(sample_decision("amp", 2));
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kStored);
+  EXPECT_TRUE(r.applied);
+  EXPECT_EQ(r.config.streams, 2);
+  EXPECT_NE(r.message.find("applied decision #2"), std::string::npos) << r.message;
+}
+
+TEST_F(Resolve, SameKeyAnyPrecisionIsTheFallback) {
+  store(sample_decision("fp32", 3));
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kStoredOtherPrecision);
+  EXPECT_EQ(r.config.streams, 3);
+  EXPECT_NE(r.message.find("no decision for amp"), std::string::npos) << r.message;
+}
+
+TEST_F(Resolve, OtherInstanceTypeIsNotAppliedButNamed) {
+  auto d = sample_decision();
+  d.key.instance_type = "8xNVIDIA-H200-nvlink";
+  store(d);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kNoEntry);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find("8xNVIDIA-H200-nvlink"), std::string::npos) << r.message;
+}
+
+TEST_F(Resolve, DecisionFromAnotherTorchMinorIsNotApplied) {
+  auto d = sample_decision();
+  d.torch_version = "2.1.0";
+  store(d);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kVersionMismatch);
+  EXPECT_FALSE(r.applied);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find("re-run acspeed-tune"), std::string::npos);
+  request.torch_version = "2.1.2";  // same major.minor: applies
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kStored);
+}
+
+TEST_F(Resolve, DisableWinsOverEverything) {
+  store(sample_decision());
+  setenv("ACSPEED_DISABLE", "1", 1);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kDisabled);
+  EXPECT_FALSE(r.applied);
+}
+
+TEST_F(Resolve, ForcedConfigFileIsValidatedAndApplied) {
+  setenv("ACSPEED_CONFIG", write("c.json", R"({"version":1,"algorithm":"reduce_scatter","extra":1})").c_str(), 1);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kForced);
+  EXPECT_EQ(r.config.algorithm, Algorithm::kReduceScatter);
+  ASSERT_EQ(r.warnings.size(), 1u);  // the unknown key
+}
+
+TEST_F(Resolve, ForcedDecisionFromAnotherInstanceTypeWarns) {
+  auto d = sample_decision();
+  d.key.instance_type = "ecs.gn7";
+  setenv("ACSPEED_CONFIG", write("d.json", decisions_to_json({d})).c_str(), 1);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kForced);
+  EXPECT_EQ(r.config.streams, 2);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("ecs.gn7"), std::string::npos);
+}
+
+TEST_F(Resolve, BadForcedFileIsAnErrorWithDefaults) {
+  setenv("ACSPEED_CONFIG", write("bad.json", R"({"version":1,"algorithm":"magic"})").c_str(), 1);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kError);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find("magic"), std::string::npos) << r.message;
+  setenv("ACSPEED_CONFIG", dir.file("absent.json").c_str(), 1);
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kError);
+}
+
+TEST_F(Resolve, PinsApplyOverTheDecisionAndBadPinsAreErrors) {
+  store(sample_decision());
+  setenv("ACSPEED_STREAMS", "3", 1);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.config.streams, 3);
+  EXPECT_EQ(r.pinned, std::vector<std::string>{"streams"});
+  setenv("ACSPEED_STREAMS", "0", 1);
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kError);
+}
+
+TEST_F(Resolve, CorruptStoreIsAnErrorNotACrash) {
+  std::ofstream(request.store_path) << "garbage";
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kError);
+  EXPECT_NE(r.message.find(request.store_path), std::string::npos);
+}
+
+}  // namespace
+}  // namespace acspeed

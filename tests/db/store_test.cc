@@ -1,0 +1,182 @@
+#include "acspeed/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cstdlib>
+
+#include "../../db/src/schema.h"
+#include "acspeed/decision_io.h"
+#include "acspeed/error.h"
+#include "test_util.h"
+
+namespace acspeed {
+namespace {
+using testing::sample_decision;
+using testing::TempDir;
+
+std::unique_ptr<Store> open_rw(const std::string& path) { return Store::open({path, false}); }
+
+TEST(ConfigStore, NewStoreIsWalAtCurrentSchemaWithParentsCreated) {
+  TempDir dir;
+  const auto path = dir.file("a/b/acspeed.db");
+  auto store = open_rw(path);
+  EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
+  EXPECT_FALSE(store->read_only());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(ConfigStore, MigrationsAreOrderedAndReopeningIsANoOp) {
+  int expected = 1;
+  for (const auto& m : migrations()) EXPECT_EQ(m.to_version, expected++);
+  EXPECT_EQ(migrations().back().to_version, kStoreSchemaVersion);
+  TempDir dir;
+  const auto path = dir.file("s.db");
+  { open_rw(path)->add_decision(sample_decision()); }
+  auto again = open_rw(path);
+  EXPECT_EQ(again->schema_version(), kStoreSchemaVersion);
+  EXPECT_EQ(again->decisions().size(), 1u);
+}
+
+TEST(ConfigStore, MigratesAnEmptyVersionZeroDatabase) {
+  TempDir dir;
+  const auto path = dir.file("old.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "PRAGMA user_version = 0", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto store = open_rw(path);
+  EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
+  EXPECT_TRUE(store->decisions().empty());
+}
+
+TEST(ConfigStore, NewDecisionBecomesActiveAndHistoryIsKept) {
+  TempDir dir;
+  auto store = open_rw(dir.file("s.db"));
+  const auto first = store->add_decision(sample_decision("amp", 2));
+  const auto second = store->add_decision(sample_decision("amp", 4));
+  auto active = store->active_decision(sample_decision().key);
+  ASSERT_TRUE(active);
+  EXPECT_EQ(active->id, second);
+  EXPECT_EQ(active->config.streams, 4);
+  EXPECT_EQ(store->decisions().size(), 2u);
+  EXPECT_FALSE(store->decision(first)->active);
+
+  store->activate(first);
+  EXPECT_EQ(store->active_decision(sample_decision().key)->id, first);
+  EXPECT_FALSE(store->decision(second)->active);
+
+  store->remove_decision(first);
+  EXPECT_FALSE(store->active_decision(sample_decision().key));
+  EXPECT_TRUE(store->decision(second));
+  EXPECT_THROW(store->remove_decision(first), StoreError);
+  EXPECT_THROW(store->activate(12345), StoreError);
+}
+
+TEST(ConfigStore, AnyPrecisionLookupFindsOtherPrecision) {
+  TempDir dir;
+  auto store = open_rw(dir.file("s.db"));
+  store->add_decision(sample_decision("fp32"));
+  auto key = sample_decision("amp").key;
+  EXPECT_FALSE(store->active_decision(key));
+  auto other = store->active_decision(key, /*any_precision=*/true);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->key.precision, "fp32");
+  key.world_size = 4;
+  EXPECT_FALSE(store->active_decision(key, true));
+}
+
+TEST(ConfigStore, SessionsAndTrialsKeepRawStepTimes) {
+  TempDir dir;
+  auto store = open_rw(dir.file("s.db"));
+  SessionRecord session;
+  session.instance_type = "cpu-2xTest";
+  session.model_name = "resnet18";
+  session.model_signature = "p2-1";
+  session.precision = "fp32";
+  session.world_size = 2;
+  session.strategy = "grid";
+  session.seed = 7;
+  const auto sid = store->create_session(session);
+  TrialRecord trial;
+  trial.session_id = sid;
+  trial.ordinal = 1;
+  trial.config_json = config_to_json(CommConfig{});
+  trial.step_times_s = {0.5, 0.25, 0.125};
+  store->add_trial(trial);
+  trial.ordinal = 2;
+  trial.status = "failed";
+  trial.error = "worker exited with code 1";
+  trial.step_times_s.clear();
+  store->add_trial(trial);
+  store->finish_session(sid, "done");
+
+  auto trials = store->trials(sid);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].step_times_s, (std::vector<double>{0.5, 0.25, 0.125}));
+  EXPECT_EQ(trials[1].status, "failed");
+  EXPECT_EQ(trials[1].error, "worker exited with code 1");
+  auto back = store->session(sid);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, "done");
+  EXPECT_EQ(back->seed, 7);
+  EXPECT_FALSE(back->finished_at.empty());
+  trial.status = "exploded";
+  EXPECT_THROW(store->add_trial(trial), StoreError);  // CHECK constraint, not silently stored
+}
+
+TEST(ConfigStore, InstanceTypesRecordTheirDetails) {
+  TempDir dir;
+  auto store = open_rw(dir.file("s.db"));
+  Fingerprint fp;
+  fp.instance_type = "2x1@1gbit";
+  fp.detected_key = "cpu-2xTest";
+  fp.explicit_name = true;
+  fp.details = {{"torch", "2.15.0"}};
+  store->record_instance_type(fp);
+  store->record_instance_type(fp);
+  auto types = store->instance_types();
+  ASSERT_EQ(types.size(), 1u);
+  EXPECT_EQ(types[0].key, "2x1@1gbit");
+  EXPECT_TRUE(types[0].explicit_name);
+  EXPECT_NE(types[0].details_json.find("2.15.0"), std::string::npos);
+}
+
+TEST(ConfigStore, DecisionsDocumentRoundTrips) {
+  auto d = sample_decision();
+  d.evidence_json = R"({"pairs":[[1.0,0.8]]})";
+  const auto text = decisions_to_json({d});
+  EXPECT_TRUE(is_decisions_document(text));
+  auto back = decisions_from_json(text);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].config, d.config);
+  EXPECT_EQ(back[0].key.model_signature, d.key.model_signature);
+  EXPECT_EQ(*back[0].ci_low, 1.2);
+  EXPECT_NE(back[0].evidence_json.find("pairs"), std::string::npos);
+  EXPECT_THROW(decisions_from_json(R"({"format":"acspeed-decisions","version":9,"decisions":[]})"), InvalidArgument);
+  EXPECT_THROW(decisions_from_json(R"({"format":"acspeed-decisions","version":1,"decisions":[{"config":{}}]})"),
+               InvalidArgument);
+}
+
+TEST(ConfigStore, DefaultPathFollowsAcspeedDbThenXdgThenHome) {
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  setenv("ACSPEED_DB", "/tmp/x/custom.db", 1);
+  EXPECT_EQ(default_store_path(), "/tmp/x/custom.db");
+  unsetenv("ACSPEED_DB");
+  setenv("XDG_DATA_HOME", "/tmp/xdg", 1);
+  EXPECT_EQ(default_store_path(), "/tmp/xdg/acspeed/acspeed.db");
+  unsetenv("XDG_DATA_HOME");
+  setenv("HOME", "/tmp/home", 1);
+  EXPECT_EQ(default_store_path(), "/tmp/home/.local/share/acspeed/acspeed.db");
+  setenv("HOME", home.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace acspeed

@@ -1,0 +1,102 @@
+#include "acspeed/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "acspeed/error.h"
+
+namespace acspeed {
+namespace {
+
+std::string error_of(const std::string& json) {
+  try {
+    config_from_json(json);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CommConfig, DefaultIsDdpDefaultsAndNeedsNoHook) {
+  CommConfig config;
+  EXPECT_TRUE(config.is_default());
+  EXPECT_FALSE(config.needs_comm_hook());
+  EXPECT_EQ(config.describe(), "DDP defaults");
+  config.bucket_cap_mb = 5;
+  EXPECT_FALSE(config.is_default());
+  EXPECT_FALSE(config.needs_comm_hook());  // a DDP knob alone keeps DDP's built-in allreduce
+  config.streams = 2;
+  EXPECT_TRUE(config.needs_comm_hook());
+}
+
+TEST(CommConfig, JsonRoundTripKeepsEveryField) {
+  CommConfig config;
+  config.bucket_cap_mb = 12.5;
+  config.first_bucket_mb = 0.5;
+  config.gradient_as_bucket_view = true;
+  config.algorithm = Algorithm::kHierarchical;
+  config.streams = 3;
+  config.compression = Compression::kBf16;
+  NcclRule rule;
+  rule.collective = "allreduce";
+  rule.min_bytes = 1024;
+  rule.max_bytes = 1 << 20;
+  rule.algorithm = "ring";
+  rule.protocol = "ll128";
+  rule.channels = 8;
+  config.nccl_rules.push_back(rule);
+  const auto json = config_to_json(config);
+  EXPECT_EQ(config_from_json(json), config);
+  EXPECT_NE(json.find("\"version\":1"), std::string::npos);
+}
+
+TEST(CommConfig, RejectsBadValuesByName) {
+  EXPECT_NE(error_of(R"({"version":1,"algorithm":"ring_allreduce"})").find("'ring_allreduce' is not one of allreduce"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"compression":"int8"})").find("compression 'int8'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"streams":0})").find("streams 0 is out of range"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"bucket_cap_mb":-1})").find("bucket_cap_mb -1"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"bucket_cap_mb":0})").find("bucket_cap_mb 0"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"streams":"two"})").find("'streams' must be an integer"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2})").find("version 2 is not supported"), std::string::npos);
+  EXPECT_NE(error_of(R"({"streams":2})").find("no 'version'"), std::string::npos);
+  EXPECT_NE(error_of("not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"nccl_rules":[{"protocol":"fast"}]})").find("nccl_rules[0].protocol 'fast'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"nccl_rules":[{"min_bytes":10,"max_bytes":10}]})").find("byte range"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"nccl_rules":[{"channels":65}]})").find("channels 65"), std::string::npos);
+}
+
+TEST(CommConfig, UnknownKeysWarnButParse) {
+  std::vector<std::string> warnings;
+  const auto config = config_from_json(R"({"version":1,"streams":2,"bucket_size":5})", &warnings);
+  EXPECT_EQ(config.streams, 2);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("bucket_size"), std::string::npos);
+}
+
+TEST(CommConfig, EnvPinsOverrideAndAreValidatedStrictly) {
+  CommConfig config;
+  setenv("ACSPEED_STREAMS", "4", 1);
+  setenv("ACSPEED_ALGORITHM", "reduce_scatter", 1);
+  auto pinned = apply_env_pins(config);
+  EXPECT_EQ(config.streams, 4);
+  EXPECT_EQ(config.algorithm, Algorithm::kReduceScatter);
+  EXPECT_EQ(pinned, (std::vector<std::string>{"algorithm", "streams"}));
+  setenv("ACSPEED_STREAMS", "abc", 1);
+  try {
+    apply_env_pins(config);
+    FAIL() << "ACSPEED_STREAMS=abc accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ACSPEED_STREAMS='abc' is not an integer"), std::string::npos);
+  }
+  setenv("ACSPEED_STREAMS", "0", 1);
+  EXPECT_THROW(apply_env_pins(config), InvalidArgument);
+  unsetenv("ACSPEED_STREAMS");
+  unsetenv("ACSPEED_ALGORITHM");
+}
+
+}  // namespace
+}  // namespace acspeed
