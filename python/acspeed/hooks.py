@@ -14,8 +14,10 @@ Compression (fp16/bf16) reduces a converted copy; if the reduced copy holds NaN/
 non-finite gradient), that bucket is reduced again uncompressed for this step, and acspeed says so.
 The reduced copy is identical on every rank, so every rank takes the same branch.
 
-An observer (`attach_observer`) sees bucket_launched(index, nbytes) when DDP hands a bucket over and
-bucket_completed(index) from the returned future's callback.
+An observer (acspeed.probes.BucketObserver, via `attach_observer` or `HookState.observer`) sees
+bucket_launched(index, nbytes) on the lane thread right before the bucket's collectives are issued,
+and bucket_completed(index) from a callback chained on the bucket's future, before the future DDP
+waits on completes.
 """
 import threading
 import weakref
@@ -124,7 +126,9 @@ class HookState:
         close_lanes(lanes)
 
     # Runs on the lane's worker thread.
-    def _reduce(self, lane: Lane, flat: torch.Tensor, index: int) -> torch.Tensor:
+    def _reduce(self, lane: Lane, flat: torch.Tensor, index: int, observer) -> torch.Tensor:
+        if observer is not None:  # on the thread that issues the bucket's collectives, right before them
+            observer.bucket_launched(index, flat.numel() * flat.element_size())
         flat.div_(self.world_size)
         dtype = self.compression
         if dtype is None or flat.element_size() <= torch.finfo(dtype).bits // 8:
@@ -150,15 +154,13 @@ class HookState:
                                "(the DDP model was re-wrapped or closed)")
         lane = lanes[index % len(lanes)]
         observer = self.observer
-        if observer is not None:
-            observer.bucket_launched(index, flat.numel() * flat.element_size())
         if flat.is_cuda:
             future = torch.futures.Future(devices=[flat.device])
             stream = torch.cuda.current_stream(flat.device)
         else:
             future = torch.futures.Future()
             stream = None
-        lane.worker.submit(lambda: self._reduce(lane, flat, index), future, stream)
+        lane.worker.submit(lambda: self._reduce(lane, flat, index, observer), future, stream)
         if observer is None:
             return future
 

@@ -1,0 +1,155 @@
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "acspeed/testbed/process.h"
+
+namespace acspeed::testbed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+TEST(TestbedProcess, RunToolFeedsStdinAndCapturesOutput) {
+  const std::string big(300 * 1024, 'x');  // larger than a pipe buffer: no deadlock
+  const ToolResult result = run_tool({"cat"}, big);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.output, big);
+}
+
+TEST(TestbedProcess, RunToolErrorNamesTheCommandAndItsOutput) {
+  try {
+    run_tool({"sh", "-c", "echo no such device >&2; exit 3"});
+    ADD_FAILURE() << "a failing tool did not throw";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sh -c"), std::string::npos) << what;
+    EXPECT_NE(what.find("exit code 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("no such device"), std::string::npos) << what;
+  }
+  EXPECT_EQ(run_tool({"sh", "-c", "exit 4"}, {}, false).exit_code, 4);
+  EXPECT_THROW(run_tool({"acspeed-no-such-tool"}), Error);
+}
+
+TEST(TestbedProcess, FindProgramLooksInSbinToo) {
+  EXPECT_TRUE(find_program("sh").has_value());
+  EXPECT_FALSE(find_program("acspeed-no-such-tool").has_value());
+}
+
+TEST(TestbedProcess, SpawnedCommandSeesItsEnvironmentAndArgumentsVerbatim) {
+  char path[] = "/tmp/acspeed-testbed-spawn-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  SpawnOptions options;
+  // Arguments are passed as they are: no shell expands the `$HOME; *` in them.
+  options.argv = {"sh", "-c", "printf '%s|%s|%s' \"$NODE_RANK\" \"$1\" \"$(cat /proc/self/stat | cut -d' ' -f5)\" > \"$2\"",
+                  "sh", "$HOME; *", path};
+  options.env = {{"NODE_RANK", "7"}};
+  const pid_t pid = spawn(options);
+  const auto result = supervise({pid}, {});
+  EXPECT_EQ(result.exit_code(), 0);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(path);
+  const std::string got = text.str();
+  EXPECT_EQ(got.substr(0, got.rfind('|')), "7|$HOME; *");
+  // Own process group (field 5 of /proc/self/stat of the shell is its pgid = its pid).
+  EXPECT_EQ(got.substr(got.rfind('|') + 1), std::to_string(pid));
+}
+
+TEST(TestbedProcess, SpawnReportsAMissingProgramAsAnError) {
+  SpawnOptions options;
+  options.argv = {"acspeed-no-such-program", "x"};
+  try {
+    spawn(options);
+    ADD_FAILURE() << "spawned a missing program";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("acspeed-no-such-program"), std::string::npos) << e.what();
+  }
+  options.argv = {"true"};
+  options.netns_path = "/nonexistent/netns";
+  EXPECT_THROW(spawn(options), Error);
+}
+
+TEST(TestbedProcess, AFailingNodeStopsTheOthers) {
+  SpawnOptions fail, hang;
+  fail.argv = {"sh", "-c", "exit 5"};
+  hang.argv = {"sleep", "30"};
+  const auto start = Clock::now();
+  const auto result = supervise({spawn(fail), spawn(hang)}, {});
+  EXPECT_LT(since(start), 10.0);
+  EXPECT_EQ(result.exit_codes[0], 5);
+  EXPECT_EQ(result.exit_codes[1], 128 + SIGTERM);
+  EXPECT_EQ(result.exit_code(), 5);
+}
+
+TEST(TestbedProcess, TimeoutStopsTheCommandsWithExitCode124) {
+  SpawnOptions hang;
+  hang.argv = {"sleep", "30"};
+  SuperviseOptions options;
+  options.timeout_s = 0.5;
+  const auto start = Clock::now();
+  const auto result = supervise({spawn(hang)}, options);
+  EXPECT_LT(since(start), 10.0);
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_EQ(result.exit_code(), 124);
+}
+
+TEST(TestbedProcess, CommandIgnoringSigtermIsKilledAfterTheGrace) {
+  SpawnOptions stubborn;
+  stubborn.argv = {"sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"};
+  SuperviseOptions options;
+  options.timeout_s = 0.3;
+  options.grace_s = 0.5;
+  const auto start = Clock::now();
+  const auto result = supervise({spawn(stubborn)}, options);
+  EXPECT_LT(since(start), 10.0);
+  EXPECT_EQ(result.exit_codes[0], 128 + SIGKILL);
+}
+
+TEST(TestbedProcess, InterruptionIsForwardedAndReported) {
+  const SignalBlock block;
+  SpawnOptions hang;
+  hang.argv = {"sleep", "30"};
+  const pid_t pid = spawn(hang);
+  kill(getpid(), SIGTERM);  // blocked: waits, pending, for the supervisor
+  const auto start = Clock::now();
+  const auto result = supervise({pid}, {});
+  EXPECT_LT(since(start), 10.0);
+  EXPECT_EQ(result.interrupted_by, SIGTERM);
+  EXPECT_EQ(result.exit_codes[0], 128 + SIGTERM);
+  EXPECT_EQ(result.exit_code(), 128 + SIGTERM);
+}
+
+TEST(TestbedProcess, PendingInterruptionIsRaisedBetweenSteps) {
+  const SignalBlock block;
+  EXPECT_NO_THROW(throw_if_interrupted());
+  kill(getpid(), SIGINT);
+  try {
+    throw_if_interrupted();
+    ADD_FAILURE() << "the pending SIGINT was not seen";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.signo(), SIGINT);
+  }
+  EXPECT_NO_THROW(throw_if_interrupted());  // consumed
+}
+
+TEST(TestbedProcess, PinnedCommandRunsOnlyOnItsCpus) {
+  SpawnOptions options;
+  options.argv = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status | grep -q '\\s0$'"};
+  options.cpus = {0};
+  EXPECT_EQ(supervise({spawn(options)}, {}).exit_code(), 0);
+}
+
+}  // namespace
+}  // namespace acspeed::testbed

@@ -1,0 +1,192 @@
+"""acspeed-testbed end to end: real namespaces, real HTB, real torchrun. Needs root (CI runs as
+root, where these must run); elsewhere they skip and say why. Each test uses its own cluster name
+and state folder, so parallel runs (two CI jobs) do not collide."""
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT_REASON = (f"acspeed-testbed needs root to create network namespaces (this is uid {os.geteuid()}); "
+               "CI runs these tests as root")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason=ROOT_REASON)
+slow = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def testbed(build_dir):
+    path = build_dir / "tuner" / "testbed" / "acspeed-testbed"
+    if not path.exists():
+        pytest.fail(f"{path} is not built: run `ninja -C {build_dir} acspeed-testbed`")
+    return str(path)
+
+
+@pytest.fixture()
+def cluster(testbed, tmp_path):
+    """A unique cluster name and a private state folder; checks afterwards that nothing is left."""
+    name = "t" + secrets.token_hex(4)
+    state_dir = tmp_path / "state"
+    yield name, str(state_dir)
+    leftovers = leftover(name, str(state_dir))
+    if leftovers:  # clean up for the next test, then fail this one
+        subprocess.run([testbed, "--state-dir", str(state_dir), "down", name], check=False, timeout=60)
+    assert not leftovers, f"left behind: {leftovers}"
+
+
+def leftover(name, state_dir):
+    """Namespaces, root-namespace links and state files of cluster `name` that still exist."""
+    out = []
+    if os.path.isdir("/run/netns"):
+        out += [ns for ns in os.listdir("/run/netns") if ns.startswith(f"acst-{name}-")]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    out += [line for line in links.splitlines() if f"acst-{name}" in line]
+    qdiscs = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
+    out += [line for line in qdiscs.splitlines() if "htb" in line and name in line]
+    if os.path.isdir(state_dir):
+        out += [os.path.join(state_dir, f) for f in os.listdir(state_dir)]
+    return out
+
+
+def run(testbed, state_dir, *args, timeout=60, **kwargs):
+    return subprocess.run([testbed, "--state-dir", state_dir, *args], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def wait_until_up(state_dir, name, proc, timeout=20):
+    """Waits until the run's command is running in every node (its namespaces exist)."""
+    deadline = time.monotonic() + timeout
+    state_file = os.path.join(state_dir, f"{name}.json")
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if os.path.exists(state_file) and os.path.exists(f"/run/netns/acst-{name}-hub"):
+            time.sleep(0.5)  # bring-up is a fraction of a second; let the commands start
+            return
+        time.sleep(0.05)
+    pytest.fail("cluster did not come up")
+
+
+def test_bad_profile_is_refused_with_the_grammar(testbed, tmp_path):
+    result = run(testbed, str(tmp_path), "run", "2x@fast", "--", "true")
+    assert result.returncode == 2
+    assert "profile '2x@fast'" in result.stderr and "NODESxPROCS" in result.stderr
+
+
+@needs_root
+@slow
+def test_not_permitted_is_a_clear_error_not_a_hang(testbed, tmp_path):
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to drop root for this test"
+    result = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", testbed,
+                             "--state-dir", str(tmp_path / "s"), "run", "2x1@1gbit", "--", "true"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 77, result.stderr
+    assert "needs root" in result.stderr
+
+
+@needs_root
+@slow
+def test_up_exec_down_shapes_both_ends_and_exports_the_node_environment(testbed, cluster):
+    name, state_dir = cluster
+    up = run(testbed, state_dir, "up", "2x1@200mbit/50mbit", "--name", name)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip() == name
+    try:
+        status = run(testbed, state_dir, "status", name)
+        assert "2x1@200mbit/50mbit" in status.stdout and "10.254.213.2" in status.stdout
+        env = run(testbed, state_dir, "exec", name, "1", "--", sys.executable, "-c",
+                  "import json, os; print(json.dumps(dict(os.environ)))")
+        assert env.returncode == 0, env.stderr
+        seen = json.loads(env.stdout)
+        assert seen["NODE_RANK"] == "1" and seen["NNODES"] == "2"
+        assert seen["MASTER_ADDR"] == "10.254.213.1" and seen["NODE_ADDR"] == "10.254.213.2"
+        assert seen["GLOO_SOCKET_IFNAME"] == "eth0"
+        assert seen["ACSPEED_INSTANCE_TYPE"] == "testbed-2x1@200mbit/50mbit"
+        # The node's uplink: HTB at the link rate plus per-flow leaves and the BPF classifier.
+        qdisc = run(testbed, state_dir, "exec", name, "1", "--", "tc", "class", "show", "dev", "eth0")
+        assert "class htb 1:1 root rate 200Mbit ceil 200Mbit" in qdisc.stdout, qdisc.stdout
+        assert "class htb 1:1ff parent 1:1 prio 0 rate 50Mbit ceil 50Mbit" in qdisc.stdout
+        filters = run(testbed, state_dir, "exec", name, "1", "--", "tc", "filter", "show", "dev", "eth0")
+        assert "bpf" in filters.stdout
+        # The downlink to node 1 (its hub port) is capped at the link rate.
+        hub = subprocess.run(["tc", "-n", f"acst-{name}-hub", "class", "show", "dev", "p1"],
+                             capture_output=True, text=True, check=True)
+        assert "rate 200Mbit ceil 200Mbit" in hub.stdout
+        # The node has only lo and its own link: nothing of the host is reachable from it.
+        links = run(testbed, state_dir, "exec", name, "0", "--", "ip", "-o", "link")
+        assert sorted(line.split(":")[1].strip().split("@")[0] for line in links.stdout.splitlines()) == ["eth0", "lo"]
+        bad_node = run(testbed, state_dir, "exec", name, "2", "--", "true")
+        assert bad_node.returncode == 2 and "nodes 0..1" in bad_node.stderr
+        exit_code = run(testbed, state_dir, "exec", name, "0", "--", "sh", "-c", "exit 3")
+        assert exit_code.returncode == 3
+    finally:
+        down = run(testbed, state_dir, "down", name)
+    assert down.returncode == 0, down.stderr
+
+
+@needs_root
+@slow
+def test_parallel_clusters_do_not_collide(testbed, tmp_path):
+    state_dir = str(tmp_path / "state")
+    procs = [subprocess.Popen([testbed, "--state-dir", state_dir, "run", "2x1@100mbit", "--", "sleep", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert os.listdir(state_dir) == []
+
+
+@needs_root
+@slow
+def test_interrupt_tears_everything_down(testbed, cluster):
+    name, state_dir = cluster
+    proc = subprocess.Popen([testbed, "--state-dir", state_dir, "run", "2x1@1gbit", "--name", name,
+                             "--", "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until_up(state_dir, name, proc)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert time.monotonic() - start < 15
+
+
+@needs_root
+@slow
+def test_down_removes_what_a_killed_run_left(testbed, cluster):
+    name, state_dir = cluster
+    proc = subprocess.Popen([testbed, "--state-dir", state_dir, "run", "2x1@1gbit", "--name", name,
+                             "--", "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until_up(state_dir, name, proc)
+    proc.kill()  # SIGKILL: no chance to tear down
+    proc.wait(timeout=10)
+    assert leftover(name, state_dir), "a killed run should leave its cluster for `down`"
+    status = run(testbed, state_dir, "status")
+    assert name in status.stdout and "STALE" in status.stdout
+    down = run(testbed, state_dir, "down")
+    assert down.returncode == 0, down.stderr
+    assert f"removing cluster {name}" in down.stderr
+
+
+@needs_root
+@slow
+def test_two_node_ddp_job_trains_one_model_over_the_capped_link(testbed, cluster, tmp_path, repo_root):
+    name, state_dir = cluster
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, ACSPEED_PYTHON=sys.executable)
+    result = run(testbed, state_dir, "run", "2x1@1gbit", "--name", name, "--pin", "--timeout", "240",
+                 "--torchrun", "--", str(repo_root / "tests" / "testbed" / "ddp_tiny.py"), "--steps", "5",
+                 "--out", str(out), timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert {r["world_size"] for r in records} == {2}
+    assert sorted(r["node_rank"] for r in records) == [0, 1]
+    assert {r["instance_type"] for r in records} == {"testbed-2x1@1gbit"}
+    assert {r["gloo_ifname"] for r in records} == {"eth0"}
+    assert sorted(records[0]["addresses"]) == ["10.254.213.1", "10.254.213.2"]
+    # Different data per rank: equal parameters after 5 steps prove the gradients were averaged.
+    assert records[0]["checksum"] == pytest.approx(records[1]["checksum"], rel=1e-6)

@@ -1,0 +1,40 @@
+// Emulated-cluster profiles: NODESxPROCS[@RATE[/FLOWRATE]], e.g. "2x1@1gbit", "4x1@500mbit/200mbit".
+// NODES network namespaces, PROCS processes per node, each node's link capped at RATE in each
+// direction, and (optionally) every TCP flow leaving a node capped at FLOWRATE, as cloud NICs do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace acspeed::testbed {
+
+inline constexpr int kMaxNodes = 64;
+inline constexpr int kMaxProcsPerNode = 256;
+inline constexpr int64_t kMinRateBps = 1'000'000;          // 1mbit
+inline constexpr int64_t kMaxRateBps = 100'000'000'000;    // 100gbit
+
+struct Profile {
+  int nodes = 0;
+  int procs_per_node = 0;
+  std::optional<int64_t> rate_bps;       // per node and direction, bit/s; nullopt = uncapped
+  std::optional<int64_t> flow_rate_bps;  // per TCP flow leaving a node; needs rate_bps
+
+  // Canonical spelling ("2x1@1gbit"): parse_profile(p.text()) == p.
+  std::string text() const;
+  // What commands in a node see as ACSPEED_INSTANCE_TYPE: "testbed-" + text().
+  std::string instance_type() const;
+  bool operator==(const Profile& other) const;
+};
+
+// Throws InvalidArgument naming the text and the grammar.
+Profile parse_profile(std::string_view text);
+
+// "500mbit", "1.5gbit", "800kbit", "2000000bit" (SI units, case-insensitive) -> bit/s, within
+// [kMinRateBps, kMaxRateBps]. `what` names the source in the error message.
+int64_t parse_rate(std::string_view what, std::string_view text);
+// The largest unit that keeps the number whole: 1'500'000'000 -> "1500mbit".
+std::string format_rate(int64_t bps);
+
+}  // namespace acspeed::testbed
