@@ -17,9 +17,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// Arrays longer than this, and arrays of objects, are summarised in the human formats (the JSON
-// report has them whole).
-constexpr size_t kMaxInlineArray = 12;
+// Arrays of objects, and arrays whose text would be longer than this, are summarised in the human
+// formats (the JSON report has them whole).
+constexpr size_t kMaxInlineArrayChars = 240;
 
 json parse_or_null(const std::string& text) {
   if (text.empty()) return nullptr;
@@ -27,7 +27,7 @@ json parse_or_null(const std::string& text) {
 }
 
 std::string scalar_text(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
+  if (value.is_string()) return value.get<std::string>().empty() ? "-" : value.get<std::string>();
   if (value.is_null()) return "-";
   if (value.is_number_float()) return fmt::format("{:g}", value.get<double>());
   return value.dump();
@@ -44,12 +44,12 @@ void flatten(const json& value, const std::string& prefix, std::vector<std::pair
       out.emplace_back(prefix, "[]");
     } else if (!scalars) {
       out.emplace_back(prefix, fmt::format("[{} entries: see the JSON report]", value.size()));
-    } else if (value.size() > kMaxInlineArray) {
-      out.emplace_back(prefix, fmt::format("[{} values: see the JSON report]", value.size()));
     } else {
       std::vector<std::string> parts;
       for (const auto& item : value) parts.push_back(scalar_text(item));
-      out.emplace_back(prefix, join(parts));
+      std::string text = join(parts);
+      if (text.size() > kMaxInlineArrayChars) text = fmt::format("[{} values: see the JSON report]", value.size());
+      out.emplace_back(prefix, text);
     }
     return;
   }
@@ -286,6 +286,35 @@ std::string format_ratio(std::optional<double> ratio) {
 std::string format_loss(const TrialSummary& trial) {
   if (!trial.finite) return "NaN/Inf";
   return trial.loss ? fmt::format("{:.4g}", *trial.loss) : "-";
+}
+
+std::vector<std::string> decision_facts(const Report& r) {
+  if (!r.decision) return {};
+  const auto& d = *r.decision;
+  std::vector<std::string> facts;
+  const std::string interval =
+      d.ci_low && d.ci_high ? fmt::format(", 95% confidence interval [{:.3f}, {:.3f}] over {} alternated repeat(s)",
+                                          *d.ci_low, *d.ci_high, r.pairs.size())
+                            : "";
+  if (!d.config.is_default() && d.speedup) {
+    facts.push_back(fmt::format("Speedup over DDP defaults: {}{}{}", format_ratio(d.speedup), interval,
+                                d.ci_low ? (*d.ci_low > 1.0 ? ": the interval excludes 1" : ": the interval includes 1")
+                                         : ""));
+  } else if (d.speedup) {
+    facts.push_back(fmt::format("DDP defaults are kept: the best candidate ({}) measured {} over them{}{}",
+                                r.best ? r.best->label : "?", format_ratio(d.speedup), interval,
+                                d.ci_low && *d.ci_low <= 1.0 ? ", an interval that includes 1" : ""));
+  } else if (d.config.is_default()) {
+    facts.emplace_back("DDP defaults are kept: no other configuration was faster in the search");
+  } else {
+    facts.emplace_back("Speedup over DDP defaults: -");
+  }
+  const auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
+  facts.push_back(fmt::format("Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}", or_dash(d.torch_version),
+                              or_dash(d.nccl_version), or_dash(d.cuda_version), d.batch_size));
+  facts.push_back(fmt::format("Created (UTC): {}", d.created_at));
+  if (!d.note.empty()) facts.push_back(fmt::format("Note: {}", d.note));
+  return facts;
 }
 
 std::string trials_preamble(const Report& r) {

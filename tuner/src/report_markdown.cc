@@ -91,21 +91,7 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
   }
   const auto& d = *r.decision;
   out += fmt::format("Decision {} ({}): **{}**\n\n", d.id, d.active ? "active" : "not active", md(d.config.describe()));
-  if (d.speedup) {
-    out += fmt::format("- Speedup over DDP defaults: {}", format_ratio(d.speedup));
-    if (d.ci_low && d.ci_high) {
-      out += fmt::format(", 95% confidence interval [{:.3f}, {:.3f}]: {}", *d.ci_low, *d.ci_high,
-                         *d.ci_low > 1.0 ? "the interval excludes 1 (a real gain)" : "the interval includes 1");
-    }
-    out += "\n";
-  } else {
-    out += "- Speedup over DDP defaults: -\n";
-  }
-  out += fmt::format("- Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}\n",
-                     d.torch_version.empty() ? "-" : md(d.torch_version), d.nccl_version.empty() ? "-" : md(d.nccl_version),
-                     d.cuda_version.empty() ? "-" : md(d.cuda_version), d.batch_size);
-  out += fmt::format("- Created (UTC): {}\n", md(d.created_at));
-  if (!d.note.empty()) out += fmt::format("- Note: {}\n", md(d.note));
+  for (const auto& fact : decision_facts(r)) out += fmt::format("- {}\n", md(fact));
   out += "\n### Alternated repeats\n\n";
   if (r.pairs.empty()) {
     out += "No alternated candidate/baseline repeats recorded.\n\n";
