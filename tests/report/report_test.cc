@@ -261,6 +261,8 @@ TEST_F(ReportFormats, JsonIsVersionedAndMatchesTheStore) {
     if (trials[i].status == "ok") {
       EXPECT_DOUBLE_EQ(jt["step_time_s"]["p50"].get<double>(), tuner::percentile(trials[i].step_times_s, 50));
       EXPECT_EQ(jt["metrics"], json::parse(trials[i].metrics_json));
+      EXPECT_DOUBLE_EQ(jt["samples_per_s"].get<double>(), 32.0 * 2 / jt["step_time_s"]["p50"].get<double>());
+      EXPECT_DOUBLE_EQ(jt["samples_per_s_per_device"].get<double>(), jt["samples_per_s"].get<double>() / 2);
       EXPECT_TRUE(jt["error"].is_null());
     } else {
       EXPECT_TRUE(jt["step_time_s"].is_null());
