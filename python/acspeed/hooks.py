@@ -95,10 +95,10 @@ class HookState:
         """Collective over the default group (new process groups), then over `group` (probes)."""
         backend = dist.get_backend(group)
         ranks = sorted(dist.get_process_group_ranks(group))
-        topology = Topology.discover(group) if config.algorithm == "hierarchical" else None
+        device = params[0].device if params else torch.device("cpu")
+        topology = Topology.discover(group, device) if config.algorithm == "hierarchical" else None
         lanes = build_lanes(config.streams, ranks, backend, topology)
         try:
-            device = params[0].device if params else torch.device("cpu")
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
             wanted = config.compression_dtype
             needs_probe = config.algorithm != "allreduce" or wanted is not None

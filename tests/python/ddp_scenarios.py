@@ -38,7 +38,7 @@ def flat_params(module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in module.parameters()])
 
 
-def train(ddp, rank: int, steps: int = STEPS, micro: int = 1, grad_hook=None) -> torch.Tensor:
+def train(ddp, rank: int, steps: int = STEPS, micro: int = 1) -> torch.Tensor:
     """SGD with momentum; `micro` > 1 accumulates micro-batches under no_sync before the synced one."""
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = batches(rank, steps * micro)
@@ -283,6 +283,21 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
             captured.take()
         out[f"bad/{name}"] = result
 
+    # No compiled runtime (a broken install): one warning, DDP defaults, training runs.
+    from acspeed import _runtime  # noqa: PLC0415
+    saved_core = _runtime.core
+
+    def missing_core():
+        raise _runtime.RuntimeUnavailable("acspeed's C++ runtime (acspeed._core) is not built (test)")
+    _runtime.core = missing_core
+    try:
+        with environment(ACSPEED_CONFIG=hook_file):
+            ddp = DDP(make_model())
+            out["no_runtime"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                                 "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
+    finally:
+        _runtime.core = saved_core
+
     # Unknown keys are warned about, and the config still applies.
     with environment(ACSPEED_CONFIG=_write(folder, "extra.json", config(bucket_cap_mb=0.5, colour="blue"))):
         ddp = DDP(make_model())
@@ -341,4 +356,30 @@ def guard(rank: int, world_size: int) -> dict:
             "rest_max_rel": ((grads - base)[finite].abs().max() / base[finite].abs().max()).item(),
             "log": captured.take(),
         }
+    return out
+
+
+def make_other_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(24, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5))
+
+
+def store_lookup(rank: int, world_size: int) -> dict:
+    """`import acspeed` against a real store (ACSPEED_DB), decisions imported by acspeed-tune. Rank 1
+    points at no store at all: what it applies can only come from rank 0's broadcast."""
+    captured = Captured()
+    if rank == 1:
+        os.environ["ACSPEED_DB"] = os.path.join(os.path.dirname(os.environ["ACSPEED_DB"]), "absent", "none.db")
+    out = {}
+    for name, env, factory in (("exact", {"ACSPEED_PRECISION": "amp"}, make_model),
+                               ("other_precision", {"ACSPEED_PRECISION": "bf16"}, make_model),
+                               ("other_instance", {"ACSPEED_PRECISION": "amp", "ACSPEED_INSTANCE_TYPE": "other-box"},
+                                make_model),
+                               ("version_mismatch", {"ACSPEED_PRECISION": "amp"}, make_other_model)):
+        with environment(**env):
+            ddp = DDP(factory())
+            state = acspeed.hooks.state_of(ddp)
+            out[name] = {"hook": state is not None, "cap": ddp.bucket_bytes_cap,
+                         "streams": len(state.lanes) if state else 0, "log": captured.take()}
+            train(ddp, rank, steps=2)
     return out

@@ -97,6 +97,12 @@ def test_bad_input_messages_name_the_value(observed):
     assert "maybe" in messages["disable_maybe"]
 
 
+def test_missing_runtime_warns_and_keeps_ddp(observed):
+    seen = observed[0]["no_runtime"]
+    assert not seen["hook"] and seen["equal"]
+    assert len(seen["log"]) == 1 and len(_warnings(seen["log"])) == 1 and "not built" in seen["log"][0][1]
+
+
 def test_unknown_key_warns_and_config_applies(observed):
     seen = observed[0]["unknown_key"]
     assert seen["cap"] == MIB // 2
