@@ -2,7 +2,6 @@
 runtime (ACSPEED_DISABLE, ACSPEED_CONFIG, the store, the ACSPEED_* pins) and broadcasts the decision
 to every rank before any of them builds hooks or groups, so all ranks apply the same config."""
 import dataclasses
-import functools
 import json
 import os
 from typing import List, Optional
@@ -45,8 +44,8 @@ def model_signature(module: torch.nn.Module) -> str:
     return _runtime.core().model_signature(params)
 
 
-@functools.lru_cache(maxsize=None)
 def _fingerprint() -> dict:
+    """Not cached: cheap, and ACSPEED_INSTANCE_TYPE may change between DDP constructions."""
     return _runtime.core().fingerprint(torch.__version__)
 
 
