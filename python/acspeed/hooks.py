@@ -230,3 +230,13 @@ def yield_to_user(ddp, state: HookState, user_state, user_hook) -> None:
     _log.info(f"your comm hook {name} replaces acspeed's ({state.config.algorithm}, "
               f"{state.config.streams} stream(s), compression {state.config.compression})",
               once=("user-hook", name))
+
+
+def python_builtin_hook(comm_hook_type):
+    """torch's Python hook doing what a built-in C++ comm hook type does (same numerics)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
+    twins = {dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+             dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook}
+    if comm_hook_type not in twins:
+        raise ValueError(f"built-in comm hook {comm_hook_type} is not one of {', '.join(map(str, twins))}")
+    return twins[comm_hook_type]

@@ -209,6 +209,12 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         out["user_hook"] = {"calls": len(calls), "lanes": len(acspeed_state.lanes),
                             "equal": torch.equal(result, base), "log": captured.take()}
 
+        # A built-in hook registered after acspeed's wins the same way.
+        ddp = DDP(make_model())
+        ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+        out["builtin_hook"] = {"lanes": len(acspeed.hooks.state_of(ddp).lanes),
+                               "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
+
         # Gradient accumulation under no_sync.
         base_micro = train(plain_ddp(make_model()), rank, micro=2)
         out["no_sync"] = {"equal": torch.equal(train(DDP(make_model()), rank, micro=2), base_micro),

@@ -51,6 +51,13 @@ def test_user_hook_wins_and_is_announced_once(observed):
     assert len(replaced) == 1 and "user_hook" in replaced[0]
 
 
+def test_builtin_hook_registered_later_wins(observed):
+    seen = observed[0]["builtin_hook"]
+    assert seen["lanes"] == 0 and seen["equal"]
+    replaced = [line for _, line in seen["log"] if "replaces acspeed's" in line]
+    assert len(replaced) == 1 and "allreduce_hook" in replaced[0]
+
+
 def test_no_sync_accumulation_matches_ddp(observed):
     assert observed[0]["no_sync"] == {"equal": True, "differs_from_no_accumulation": True}
     assert observed[1]["no_sync"]["equal"]
