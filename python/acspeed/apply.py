@@ -88,6 +88,12 @@ def _first_bucket_mb(arguments: dict, parameters, config: Config, notes: list) -
 
 def _hook_blocker(ddp, group) -> Optional[str]:
     """Why acspeed's comm hook cannot run on this DDP model, or None."""
+    if getattr(ddp, "_comm_hooks", None):
+        return ("DDP registered a comm hook of its own at construction (mixed_precision), so acspeed "
+                "applied the bucket settings only")
+    if any(getattr(m, "sparse", False) for m in ddp.module.modules()
+           if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))):
+        return "the model has sparse gradients (sparse embeddings), so acspeed applied the bucket settings only"
     if getattr(ddp, "_use_python_reducer", False):
         return ("compiled autograd with optimize_ddp='python_reducer' bypasses DDP comm hooks, so "
                 "acspeed applied the bucket settings only")

@@ -273,6 +273,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         "bucket_negative": {"ACSPEED_CONFIG": _write(folder, "bucket.json", config(bucket_cap_mb=-1))},
         "bucket_zero": {"ACSPEED_CONFIG": _write(folder, "zero.json", config(bucket_cap_mb=0))},
         "pin_streams_abc": {"ACSPEED_STREAMS": "abc"},
+        "pin_algorithm_ring": {"ACSPEED_ALGORITHM": "ring"},
         "disable_maybe": {"ACSPEED_DISABLE": "maybe"},
     }
     for name, env in bad.items():
@@ -288,6 +289,21 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
                     result["strict"] = str(error)
             captured.take()
         out[f"bad/{name}"] = result
+
+    # Sparse gradients: acspeed's hook steps aside, training runs.
+    class SparseModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.embedding = torch.nn.Embedding(50, 24, sparse=True)
+            self.head = torch.nn.Linear(24, 5)
+
+        def forward(self, ids):
+            return self.head(self.embedding(ids).mean(1))
+    with environment(ACSPEED_CONFIG=hook_file):
+        ddp = DDP(SparseModel())
+        torch.nn.functional.mse_loss(ddp(torch.randint(0, 50, (4, 3))), torch.zeros(4, 5)).backward()
+        out["sparse"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "log": captured.take()}
 
     # No compiled runtime (a broken install): one warning, DDP defaults, training runs.
     from acspeed import _runtime  # noqa: PLC0415

@@ -84,7 +84,8 @@ def test_torch_compile(observed):
 
 
 @pytest.mark.parametrize("case", ["missing_file", "not_json", "unknown_algorithm", "streams_0",
-                                  "bucket_negative", "bucket_zero", "pin_streams_abc", "disable_maybe"])
+                                  "bucket_negative", "bucket_zero", "pin_streams_abc", "pin_algorithm_ring",
+                                  "disable_maybe"])
 def test_bad_input_warns_once_and_keeps_ddp_defaults(observed, case):
     seen = observed[0][f"bad/{case}"]
     assert not seen["hook"] and seen["cap"] == DDP_DEFAULT_CAP and seen["equal"]
@@ -102,6 +103,12 @@ def test_bad_input_messages_name_the_value(observed):
     assert "-1" in messages["bucket_negative"]
     assert "abc" in messages["pin_streams_abc"]
     assert "maybe" in messages["disable_maybe"]
+
+
+def test_sparse_gradients_step_aside(observed):
+    seen = observed[0]["sparse"]
+    assert not seen["hook"]
+    assert len(seen["log"]) == 1 and "sparse gradients" in seen["log"][0][1]
 
 
 def test_missing_runtime_warns_and_keeps_ddp(observed):
