@@ -159,7 +159,7 @@ def construct(original, signature, ddp, args, kwargs) -> None:
     first_bucket_mb = _set_knobs(arguments, signature.parameters, config, notes)
     with _first_bucket(first_bucket_mb):
         original(ddp, **arguments)
-    if dist.get_backend(group) == "nccl":
+    if "nccl" in str(dist.get_backend(group)):  # "nccl", or a mixed "cpu:gloo,cuda:nccl"
         nccl.publish_rules(config.json)
     if _runtime.core().config_needs_hook(config.json):
         blocker = _hook_blocker(ddp, group)

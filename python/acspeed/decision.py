@@ -97,8 +97,9 @@ def share(decision: Optional[Decision], group, device: torch.device) -> Decision
     """Collective over `group`: every rank returns the decision of the group's rank 0."""
     payload = [decision.to_json() if decision is not None else None]
     source = dist.get_global_rank(group, 0)
-    dist.broadcast_object_list(payload, src=source, group=group,
-                               device=device if device.type != "cpu" else None)
+    # NCCL moves the object through the model's GPU (not whatever device is current); gloo uses the CPU.
+    through = device if device.type == "cuda" and "nccl" in str(dist.get_backend(group)) else None
+    dist.broadcast_object_list(payload, src=source, group=group, device=through)
     return Decision.from_json(payload[0])
 
 

@@ -1,7 +1,6 @@
 """`import acspeed` itself: it is cheap (no runtime, hooks or torchvision loaded), patches DDP in place
 keeping its signature, points NCCL at the tuner plugin, and hands NCCL rules to the plugin (a fake
 plugin library stands in for libnccl-tuner-acspeed.so, which needs a GPU build)."""
-import inspect
 import json
 import os
 import shutil
