@@ -50,9 +50,10 @@ fi
 
 # 3. Build.
 say "building in $BUILD_DIR"
+mkdir -p "$BUILD_DIR"
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython3_EXECUTABLE="$PYTHON" -DACSPEED_DEFAULT_PYTHON="$PYTHON" \
-  -DCMAKE_INSTALL_PREFIX="$PREFIX" >"$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log"; exit 1; }
+  -DCMAKE_INSTALL_PREFIX="$PREFIX" >"$BUILD_DIR/configure.log" 2>&1 || { cat "$BUILD_DIR/configure.log"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 
 # 4. Install: binaries under $PREFIX/bin, and a .pth in the interpreter's site-packages pointing at

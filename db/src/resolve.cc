@@ -8,6 +8,7 @@
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/settings.h"
+#include "acspeed/strings.h"
 
 namespace acspeed {
 namespace {
@@ -108,9 +109,8 @@ Resolution from_store(const ResolveRequest& request) {
     }
     r.message = fmt::format("no stored decision for {}: DDP defaults", describe_key(key));
     if (!elsewhere.empty()) {
-      std::string list;
-      for (const auto& name : elsewhere) list += (list.empty() ? "" : ", ") + name;
-      r.message += fmt::format(" (this model has decisions for other instance types: {})", list);
+      r.message += fmt::format(" (this model has decisions for other instance types: {})",
+                               join({elsewhere.begin(), elsewhere.end()}));
     }
     return r;
   }
@@ -164,10 +164,8 @@ Resolution resolve_config(const ResolveRequest& request) {
     }
     r.pinned = apply_env_pins(r.config);
     if (!r.pinned.empty()) {
-      std::string names;
-      for (const auto& name : r.pinned) names += (names.empty() ? "" : ", ") + name;
       r.applied = true;
-      r.message += fmt::format("; pinned by environment: {} -> {}", names, r.config.describe());
+      r.message += fmt::format("; pinned by environment: {} -> {}", join(r.pinned), r.config.describe());
     }
   } catch (const Error& e) {
     Resolution failed;

@@ -7,20 +7,12 @@
 
 #include "acspeed/error.h"
 #include "acspeed/settings.h"
+#include "acspeed/strings.h"
 
 namespace acspeed {
 namespace {
 
 using nlohmann::json;
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += ", ";
-    out += item;
-  }
-  return out;
-}
 
 bool contains(const std::vector<std::string>& names, std::string_view value) {
   return std::find(names.begin(), names.end(), value) != names.end();

@@ -8,6 +8,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/log.h"
+#include "acspeed/strings.h"
 
 namespace acspeed {
 namespace {
@@ -49,15 +50,6 @@ std::vector<SettingSpec> make_registry() {
        "Pins gradient compression: applied over the stored config and not searched",
        {"none", "fp16", "bf16"}},
   };
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += ", ";
-    out += item;
-  }
-  return out;
 }
 
 void note_from_environment(const std::string& name, const std::string& value) {

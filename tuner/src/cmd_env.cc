@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "acspeed/settings.h"
+#include "acspeed/strings.h"
 #include "cli.h"
 #include "table.h"
 
@@ -15,8 +16,7 @@ int cmd_env(const GlobalOptions&, const std::vector<std::string>& args) {
   for (const auto& spec : all_settings()) {
     std::string type(setting_type_name(spec.type));
     if (!spec.choices.empty()) {
-      type.clear();
-      for (const auto& choice : spec.choices) type += (type.empty() ? "" : "|") + choice;
+      type = join(spec.choices, "|");
     } else if (spec.type == SettingType::kInt && spec.min_int != INT64_MIN) {
       type = fmt::format("int {}..{}", spec.min_int, spec.max_int);
     }

@@ -1,0 +1,183 @@
+"""Synthetic-data DDP training benchmark (the AIACC-ACSpeed benchmark's CLI and output line).
+
+    python -m torch.distributed.run --nnodes 1 --node_rank 0 --nproc_per_node 8 --master_addr localhost \
+        --master_port 6006 examples/Pytorch_ddp_benchmark.py --model resnet50 --precision amp
+
+prints, on rank 0, for the per-step time (max over ranks) at p50/p75/p90/p95 and the per-device
+throughput (per-device batch / step time):
+
+    8 GPUs -- 1M/8G: p50: 0.054s 597/s p75: 0.054s 592/s p90: 0.056s 569/s p95: 0.056s 568/s
+
+"1M/8G" = machines / devices. NCCL on GPUs, gloo on CPUs (with small defaults so a CPU run ends
+quickly). Comment out `import acspeed` for the plain DDP baseline.
+"""
+import argparse
+import datetime
+import importlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import acspeed  # noqa: F401  - the one line: applies the tuned communication config to DDP
+
+JSON_VERSION = 1
+PERCENTILES = (50, 75, 90, 95)
+# (batch size, image size, warm-up steps, timed steps) when not given.
+GPU_DEFAULTS = (32, 224, 10, 50)
+CPU_DEFAULTS = (8, 64, 2, 10)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", default="resnet50",
+                        help="a torchvision classification model name, or pkg.module:function returning "
+                             "(model, make_batch) where make_batch(batch_size) returns (inputs, targets)")
+    parser.add_argument("--precision", default="fp32", choices=("amp", "fp32", "fp16", "bf16"),
+                        help="amp = autocast (fp16 on GPU, bf16 on CPU)")
+    parser.add_argument("--batch-size", type=int, help=f"per device (default {GPU_DEFAULTS[0]} GPU, {CPU_DEFAULTS[0]} CPU)")
+    parser.add_argument("--image-size", type=int, help=f"default {GPU_DEFAULTS[1]} GPU, {CPU_DEFAULTS[1]} CPU")
+    parser.add_argument("--warmup", type=int, help=f"untimed steps (default {GPU_DEFAULTS[2]} GPU, {CPU_DEFAULTS[2]} CPU)")
+    parser.add_argument("--steps", type=int, help=f"timed steps (default {GPU_DEFAULTS[3]} GPU, {CPU_DEFAULTS[3]} CPU)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as versioned JSON")
+    parser.add_argument("--overwrite", action="store_true", help="let --json replace an existing file")
+    args = parser.parse_args(argv)
+    defaults = GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS
+    for name, default in zip(("batch_size", "image_size", "warmup", "steps"), defaults):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    for name, minimum in (("batch_size", 1), ("image_size", 1), ("warmup", 0), ("steps", 1)):
+        if getattr(args, name) < minimum:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} must be >= {minimum}")
+    if args.json and os.path.exists(args.json) and not args.overwrite:
+        parser.error(f"--json {args.json} exists; pass --overwrite to replace it")
+    return args
+
+
+def build_model(name: str, image_size: int, device):
+    """(model, make_batch) for a torchvision classification model or a user's pkg.module:function."""
+    if ":" in name:
+        module_name, function_name = name.split(":", 1)
+        model, make_batch = getattr(importlib.import_module(module_name), function_name)()
+        return model.to(device), make_batch
+    import torchvision  # noqa: PLC0415 - only for torchvision names
+    known = torchvision.models.list_models(module=torchvision.models)
+    if name not in known:
+        raise SystemExit(f"--model {name} is not a torchvision classification model "
+                         f"(e.g. {', '.join(sorted(known)[:8])}, ...) nor pkg.module:function")
+    model = torchvision.models.get_model(name, weights=None).to(device)
+    classes = 1000
+
+    def make_batch(batch_size):
+        generator = torch.Generator(device=device).manual_seed(0)
+        inputs = torch.randn(batch_size, 3, image_size, image_size, device=device, generator=generator)
+        targets = torch.randint(0, classes, (batch_size,), device=device, generator=generator)
+        return inputs, targets
+    return model, make_batch
+
+
+def machines(world_size: int) -> int:
+    for name in ("NNODES", "GROUP_WORLD_SIZE"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    return max(1, world_size // max(local, 1))
+
+
+def summary_line(step_times, batch_size: int, world_size: int, nnodes: int, gpu: bool) -> str:
+    unit = "GPUs" if gpu else "CPUs"
+    parts = [f"{world_size} {unit} -- {nnodes}M/{world_size}{unit[0]}:"]
+    for q in PERCENTILES:
+        seconds = float(np.percentile(step_times, q))
+        parts.append(f"p{q}: {seconds:.3f}s {batch_size / seconds:.0f}/s")
+    return " ".join(parts)
+
+
+def relevant_environment() -> dict:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("ACSPEED_", "NCCL_", "CUDA_"))}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    # Lets `import acspeed` key its lookup by precision; harmless when that line is commented out.
+    os.environ.setdefault("ACSPEED_PRECISION", args.precision)
+    gpu = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if gpu:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if gpu else "gloo", timeout=datetime.timedelta(minutes=10))
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+
+    torch.manual_seed(0)
+    model, make_batch = build_model(args.model, args.image_size, device)
+    if args.precision in ("fp16", "bf16"):
+        model = model.to(torch.float16 if args.precision == "fp16" else torch.bfloat16)
+    ddp = DDP(model, device_ids=[local_rank] if gpu else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    inputs, targets = make_batch(args.batch_size)
+    if args.precision in ("fp16", "bf16"):
+        inputs = inputs.to(next(model.parameters()).dtype)
+    autocast_dtype = (torch.float16 if gpu else torch.bfloat16) if args.precision == "amp" else None
+    scaler = torch.amp.GradScaler("cuda", enabled=gpu and args.precision == "amp")
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            loss = loss_fn(ddp(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.steps):
+        if gpu:
+            torch.cuda.synchronize()
+        begin = time.perf_counter()
+        step()
+        if gpu:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - begin)
+    step_times = torch.tensor(times, dtype=torch.float64, device=device)
+    dist.all_reduce(step_times, op=dist.ReduceOp.MAX)  # a step lasts as long as its slowest rank
+    step_times = step_times.cpu().numpy()
+    nnodes = machines(world_size)
+    if rank == 0:
+        line = summary_line(step_times, args.batch_size, world_size, nnodes, gpu)
+        print(line, flush=True)
+        if args.json:
+            record = {
+                "version": JSON_VERSION, "command": [sys.executable] + sys.argv,
+                "model": args.model, "precision": args.precision, "batch_size_per_device": args.batch_size,
+                "image_size": args.image_size, "warmup": args.warmup, "steps": args.steps,
+                "world_size": world_size, "nnodes": nnodes, "device": "gpu" if gpu else "cpu",
+                "acspeed": "acspeed" in sys.modules,
+                "step_times_s": [float(t) for t in step_times], "ranks_combined": "max over ranks per step",
+                "percentiles": {f"p{q}": {"step_time_s": float(np.percentile(step_times, q)),
+                                          "samples_per_s_per_device": args.batch_size / float(np.percentile(step_times, q))}
+                                for q in PERCENTILES},
+                "line": line,
+                "versions": {"torch": torch.__version__, "python": sys.version.split()[0],
+                             "cuda": torch.version.cuda,
+                             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None},
+                "environment": relevant_environment(),
+            }
+            with open(args.json, "w" if args.overwrite else "x") as out:
+                json.dump(record, out, indent=2)
+                out.write("\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

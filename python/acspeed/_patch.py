@@ -1,0 +1,36 @@
+"""The in-place patch of torch.nn.parallel.DistributedDataParallel (a subclass would miss scripts that
+imported the name before acspeed). Arguments are bound by the constructor's own signature, so any
+torch >= 2.1 works whatever parameters it added (init_sync, device_mesh, bucket_cap_mb_list, ...)."""
+import functools
+import inspect
+
+
+def install() -> None:
+    """Idempotent."""
+    from torch.nn.parallel import DistributedDataParallel as DDP  # loaded by `import torch` already
+
+    if hasattr(DDP.__init__, "_acspeed_original"):
+        return
+    original_init = DDP.__init__
+    signature = inspect.signature(original_init)
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        from . import apply  # noqa: PLC0415 - keeps `import acspeed` cheap
+        apply.construct(original_init, signature, self, args, kwargs)
+
+    original_register = DDP.register_comm_hook
+
+    @functools.wraps(original_register)
+    def register_comm_hook(self, state, hook):
+        from . import hooks  # noqa: PLC0415
+        acspeed_state = hooks.state_of(self)
+        if acspeed_state is None or acspeed_state.user_hook is not None:
+            return original_register(self, state, hook)
+        hooks.yield_to_user(self, acspeed_state, state, hook)
+        return None
+
+    __init__._acspeed_original = original_init
+    register_comm_hook._acspeed_original = original_register
+    DDP.__init__ = __init__
+    DDP.register_comm_hook = register_comm_hook

@@ -1,0 +1,183 @@
+"""Applying a config to a DDP model: the patched DDP constructor and the trial worker's entry.
+
+    import acspeed                       # patches DDP.__init__ in place (see acspeed._patch)
+    ddp = DDP(model, ...)                # looks up, broadcasts and applies the config, logs one line
+    ddp = acspeed.apply.wrap(model, config_json, device_ids=[rank])   # a given config (trials)
+
+Precedence: what the caller passed to DDP explicitly (bucket_cap_mb, gradient_as_bucket_view, ...)
+wins over the config; static_graph and broadcast_buffers are never changed.
+"""
+import contextlib
+import gc
+import threading
+import weakref
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from . import _log, _runtime, decision, hooks, nccl
+from .config import Config
+
+_MIB = 1024 * 1024
+_forced = threading.local()
+_wrapped_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _first_bucket(mb: Optional[float]):
+    """DDP reads torch.distributed._DEFAULT_FIRST_BUCKET_BYTES at construction."""
+    if mb is None or not hasattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES"):
+        yield
+        return
+    saved = dist._DEFAULT_FIRST_BUCKET_BYTES
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(mb * _MIB)
+    try:
+        yield
+    finally:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = saved
+
+
+def _ddp_group(arguments: dict):
+    group = arguments.get("process_group")
+    mesh = arguments.get("device_mesh")
+    if group is None and mesh is not None:
+        group = mesh.get_group()
+    return group if group is not None else dist.distributed_c10d._get_default_group()
+
+
+def _set_knobs(arguments: dict, parameters, config: Config, notes: list) -> None:
+    """Puts the config's constructor knobs into DDP's bound arguments unless the caller chose them."""
+    explicit = set(arguments)
+    user_caps = explicit & {"bucket_cap_mb", "bucket_cap_mb_list"}
+    if config.bucket_cap_mb is not None:
+        if user_caps:
+            notes.append("kept your " + ", ".join(f"{name}={arguments[name]}" for name in sorted(user_caps)))
+        else:
+            arguments["bucket_cap_mb"] = config.bucket_cap_mb
+    if config.gradient_as_bucket_view is not None and "gradient_as_bucket_view" in parameters:
+        if "gradient_as_bucket_view" in explicit:
+            if arguments["gradient_as_bucket_view"] != config.gradient_as_bucket_view:
+                notes.append(f"kept your gradient_as_bucket_view={arguments['gradient_as_bucket_view']}")
+        else:
+            arguments["gradient_as_bucket_view"] = config.gradient_as_bucket_view
+    # Newer torch ignores the first-bucket size once bucket_cap_mb is given; a per-bucket list of
+    # [first, rest] says the same thing there (the last limit repeats).
+    if (config.first_bucket_mb is not None and arguments.get("bucket_cap_mb") is not None
+            and "bucket_cap_mb_list" in parameters and "bucket_cap_mb_list" not in explicit
+            and hasattr(torch.nn.parallel.distributed, "_BucketCapacityConfig")):
+        arguments["bucket_cap_mb_list"] = [config.first_bucket_mb, arguments["bucket_cap_mb"]]
+
+
+def _hook_blocker(ddp, group) -> Optional[str]:
+    """Why acspeed's comm hook cannot run on this DDP model, or None."""
+    if getattr(ddp, "_use_python_reducer", False):
+        return ("compiled autograd with optimize_ddp='python_reducer' bypasses DDP comm hooks, so "
+                "acspeed applied the bucket settings only")
+    if group.size() != dist.get_world_size():
+        return ("this DDP model uses a process group of part of the job; acspeed's lanes need every "
+                "rank, so it applied the bucket settings only")
+    return None
+
+
+def _report(found: decision.Decision, notes: list) -> None:
+    line = "; ".join([found.message] + found.warnings + notes)
+    if found.source == "error" or found.warnings:
+        _log.warn(line)
+    else:
+        _log.info(line)
+
+
+def _decide(module, group, device) -> decision.Decision:
+    given = getattr(_forced, "decision", None)
+    if given is not None:
+        return given
+    try:
+        off = decision.disabled_locally()
+    except (ValueError, _runtime.RuntimeUnavailable) as error:
+        off = decision.Decision(source="error", config_json=None, message=f"{error}; using DDP defaults")
+    if off is not None:
+        return off
+    mine = decision.lookup(module, group.size()) if group.rank() == 0 else None
+    return decision.share(mine, group, device)
+
+
+def _strict() -> bool:
+    try:
+        return _runtime.strict()
+    except (ValueError, _runtime.RuntimeUnavailable):
+        return True  # a malformed ACSPEED_STRICT (or no runtime to read it) is not a reason to go on silently
+
+
+def construct(original, signature, ddp, args, kwargs) -> None:
+    """The body of the patched DistributedDataParallel.__init__."""
+    if not (dist.is_available() and dist.is_initialized()):
+        original(ddp, *args, **kwargs)  # DDP raises its own error
+        return
+    bound = signature.bind(ddp, *args, **kwargs)
+    arguments = bound.arguments
+    module = arguments["module"]
+    group = _ddp_group(arguments)
+    first = next(iter(module.parameters()), None)
+    device = first.device if first is not None else torch.device("cpu")
+    found = _decide(module, group, device)
+    if found.source == "error" and _strict():
+        raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): {found.message}")
+    if found.config_json is None:
+        _report(found, [])
+        original(ddp, *args, **kwargs)
+        return
+    config = Config.from_canonical(found.config_json)
+    notes: list = []
+    del arguments["self"]
+    _set_knobs(arguments, signature.parameters, config, notes)
+    with _first_bucket(config.first_bucket_mb):
+        original(ddp, **arguments)
+    if dist.get_backend(group) == "nccl":
+        nccl.publish_rules(config.json)
+    if _runtime.core().config_needs_hook(config.json):
+        blocker = _hook_blocker(ddp, group)
+        if blocker is not None:
+            notes.append(blocker)
+        else:
+            try:
+                hooks.install(ddp, config, group)
+            except (RuntimeError, ValueError) as error:
+                if _strict():
+                    raise
+                notes.append(f"could not set up acspeed's comm hook ({error}): DDP's built-in allreduce is used")
+    _report(found, notes)
+
+
+@contextlib.contextmanager
+def _forcing(found: decision.Decision):
+    _forced.decision = found
+    try:
+        yield
+    finally:
+        _forced.decision = None
+
+
+def release(module: torch.nn.Module) -> None:
+    """Closes the lanes (threads, process groups) of the last DDP that wrap() built around `module`.
+    Drop your own reference to that DDP object too: its reducer's autograd hooks live as long as it."""
+    state = _wrapped_states.pop(module, None)
+    if state is not None:
+        state.close()
+    gc.collect()
+
+
+def wrap(module: torch.nn.Module, config_json: str, **ddp_kwargs):
+    """(Re)wraps `module` in DDP with the given config, inside live workers: every rank calls it with
+    the same config, in the same order. The previous wrap's lanes are released first. The config is
+    validated (ValueError naming the bad value); the caller's explicit DDP arguments win over it."""
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415 - patched class
+
+    release(module)
+    found = decision.forced(config_json, "config given to acspeed.apply.wrap")
+    with _forcing(found):
+        ddp = DistributedDataParallel(module, **ddp_kwargs)
+    state = hooks.state_of(ddp)
+    if state is not None:
+        _wrapped_states[module] = state
+    return ddp

@@ -1,0 +1,56 @@
+"""Runs a function in N local processes joined by a gloo process group (gloo's test style), with a
+deadline: a hang or a crash in any rank fails the test with every rank's traceback."""
+import os
+import queue
+import tempfile
+import traceback
+
+import torch.multiprocessing as mp
+
+
+def _entry(target, rank, world_size, store, env, args, results):
+    try:
+        os.environ.update(env)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        import torch.distributed as dist  # noqa: PLC0415
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
+        try:
+            results.put((rank, True, target(rank, world_size, *args)))
+        finally:
+            dist.destroy_process_group()
+    except BaseException:  # noqa: BLE001 - reported to the parent
+        results.put((rank, False, traceback.format_exc()))
+
+
+def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0) -> list:
+    """target(rank, world_size, *args) in each rank; returns the ranks' results in rank order."""
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    base_env = {"ACSPEED_DB": os.path.join(tempfile.mkdtemp(prefix="acspeed-test-"), "none.db")}
+    base_env.update(env or {})
+    with tempfile.TemporaryDirectory(prefix="acspeed-store-") as folder:
+        store = os.path.join(folder, "store")
+        procs = [context.Process(target=_entry, args=(target, rank, world_size, store, base_env, args, results),
+                                 daemon=True) for rank in range(world_size)]
+        for proc in procs:
+            proc.start()
+        outcome = {}
+        try:
+            while len(outcome) < world_size:
+                try:
+                    rank, ok, value = results.get(timeout=timeout)
+                except queue.Empty:
+                    raise AssertionError(f"ranks {sorted(set(range(world_size)) - set(outcome))} did not finish "
+                                         f"within {timeout}s; finished: {outcome}") from None
+                outcome[rank] = (ok, value)
+                if not ok:
+                    break
+        finally:
+            for proc in procs:
+                proc.join(timeout=5 if len(outcome) == world_size else 0.1)
+                if proc.is_alive():
+                    proc.kill()
+        failed = {rank: value for rank, (ok, value) in outcome.items() if not ok}
+        if failed:
+            raise AssertionError("\n".join(f"rank {rank} failed:\n{tb}" for rank, tb in failed.items()))
+        return [outcome[rank][1] for rank in range(world_size)]

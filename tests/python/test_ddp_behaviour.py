@@ -1,0 +1,122 @@
+"""`import acspeed` inside a DDP job: what is applied, what the user chose wins, what steps aside,
+and bad input (one warning on rank 0, DDP defaults, never a crash or hang; errors under
+ACSPEED_STRICT=1). Two processes, one launch for all behaviours."""
+import pytest
+
+from ddp_harness import run_ranks
+from ddp_scenarios import behaviours, guard
+
+pytestmark = pytest.mark.slow
+MIB = 1024 * 1024
+DDP_DEFAULT_CAP = 25 * MIB
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("configs")
+    return run_ranks(behaviours, 2, str(folder))
+
+
+def _warnings(log):
+    return [line for level, line in log if level == "WARNING"]
+
+
+def test_disable_leaves_ddp_untouched(observed):
+    seen = observed[0]["disabled"]
+    assert not seen["hook"] and seen["cap"] == DDP_DEFAULT_CAP and seen["equal"]
+    assert [line for _, line in seen["log"]] == ["acspeed is disabled (ACSPEED_DISABLE=1): DDP runs untouched"]
+    assert observed[1]["disabled"]["log"] == []  # rank 0 speaks
+
+
+def test_forced_config_sets_ddp_knobs_and_hook(observed):
+    seen = observed[0]["config_applied"]
+    assert seen["hook"] and seen["cap"] == MIB // 2 and seen["view"] is True and seen["equal"]
+    assert seen["first"] == MIB // 4
+    assert len(seen["log"]) == 1 and "applied bucket 0.5 MiB, first bucket 0.25 MiB" in seen["log"][0][1]
+
+
+def test_explicit_ddp_arguments_win(observed):
+    seen = observed[0]["explicit_wins"]
+    assert seen["cap"] == 2 * MIB and seen["view"] is False and seen["equal"]
+    assert len(seen["log"]) == 1
+    assert "kept your bucket_cap_mb=2" in seen["log"][0][1]
+    assert "kept your gradient_as_bucket_view=False" in seen["log"][0][1]
+
+
+def test_user_hook_wins_and_is_announced_once(observed):
+    for rank, rank_seen in enumerate(observed):
+        seen = rank_seen["user_hook"]
+        assert seen["calls"] > 0 and seen["lanes"] == 0 and seen["equal"], rank
+    replaced = [line for _, line in observed[0]["user_hook"]["log"] if "replaces acspeed's" in line]
+    assert len(replaced) == 1 and "user_hook" in replaced[0]
+
+
+def test_no_sync_accumulation_matches_ddp(observed):
+    assert observed[0]["no_sync"] == {"equal": True, "differs_from_no_accumulation": True}
+    assert observed[1]["no_sync"]["equal"]
+
+
+def test_two_ddp_models_in_one_backward(observed):
+    for rank_seen in observed:
+        assert rank_seen["two_instances"] == {"hooks": [True, True], "equal": True}
+
+
+def test_observer_sees_every_bucket(observed):
+    seen = observed[0]["observer"]
+    # Step 1: DDP's single initial bucket; step 2: the rebuilt 0.001 MiB buckets (a weight and a bias each).
+    assert seen["launched"] == seen["completed"] and len(seen["launched"]) >= 1 + 7
+    assert seen["nbytes"] == 2 * seen["param_bytes"]
+
+
+def test_torch_compile(observed):
+    seen = observed[0]["compile"]
+    assert seen["equal"] and seen["buckets_seen"] > 0
+    reducer = observed[0]["python_reducer"]
+    assert not reducer["hook"]
+    assert any("bypasses DDP comm hooks" in line for _, line in reducer["log"])
+
+
+@pytest.mark.parametrize("case", ["missing_file", "not_json", "unknown_algorithm", "streams_0",
+                                  "bucket_negative", "bucket_zero", "pin_streams_abc", "disable_maybe"])
+def test_bad_input_warns_once_and_keeps_ddp_defaults(observed, case):
+    seen = observed[0][f"bad/{case}"]
+    assert not seen["hook"] and seen["cap"] == DDP_DEFAULT_CAP and seen["equal"]
+    assert len(seen["log"]) == 1 and len(_warnings(seen["log"])) == 1, seen["log"]
+    assert observed[1][f"bad/{case}"]["log"] == []
+    for rank_seen in observed:  # every rank raises under ACSPEED_STRICT=1, none hangs
+        assert rank_seen[f"bad/{case}"]["strict"].startswith("acspeed (ACSPEED_STRICT=1)"), rank_seen[f"bad/{case}"]
+
+
+def test_bad_input_messages_name_the_value(observed):
+    messages = {case: observed[0][f"bad/{case}"]["log"][0][1] for case in
+                ("unknown_algorithm", "streams_0", "bucket_negative", "pin_streams_abc", "disable_maybe")}
+    assert "'ring'" in messages["unknown_algorithm"] and "allreduce" in messages["unknown_algorithm"]
+    assert "streams 0" in messages["streams_0"]
+    assert "-1" in messages["bucket_negative"]
+    assert "abc" in messages["pin_streams_abc"]
+    assert "maybe" in messages["disable_maybe"]
+
+
+def test_unknown_key_warns_and_config_applies(observed):
+    seen = observed[0]["unknown_key"]
+    assert seen["cap"] == MIB // 2
+    assert len(seen["log"]) == 1 and "colour" in seen["log"][0][1]
+
+
+def test_rewrap_releases_previous_lanes(observed):
+    seen = observed[0]["rewrap"]
+    assert seen["released"] == [True, True, True, False]  # each wrap released the one before
+    assert seen["last_released"] and not seen["default_has_hook"]
+    # 3 lanes x (1 group + 1 intra-node group); only the 4th wrap's groups and threads are alive.
+    assert seen["groups_per_wrap"] == [6, 6, 6, 6]
+    assert seen["groups_alive"] == [0, 0, 0, 6] and seen["threads_alive"] == [0, 0, 0, 3], seen
+
+
+def test_compression_guard_falls_back_on_overflow_and_inf():
+    seen = run_ranks(guard, 2)[0]
+    for name in ("overflow", "inf"):
+        assert seen[name]["fallbacks"] == 1, (name, seen[name])
+        assert seen[name]["injected_bucket_equal"] and seen[name]["same_nonfinite"], (name, seen[name])
+        assert seen[name]["rest_max_rel"] < 1e-3, (name, seen[name])
+    warnings = _warnings(seen["overflow"]["log"])
+    assert len(warnings) == 1 and "NaN/Inf" in warnings[0] and "reduced uncompressed" in warnings[0]

@@ -1,0 +1,105 @@
+"""`import acspeed` itself: it is cheap (no runtime, hooks or torchvision loaded), patches DDP in place
+keeping its signature, points NCCL at the tuner plugin, and hands NCCL rules to the plugin (a fake
+plugin library stands in for libnccl-tuner-acspeed.so, which needs a GPU build)."""
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+FAKE_PLUGIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((visibility("default"))) int acspeed_nccl_tuner_set_rules(const char* config_json) {
+  FILE* out = fopen(getenv("FAKE_PLUGIN_RECORD"), "a");
+  if (!out) return 3;
+  fprintf(out, "%s\n", config_json);
+  fclose(out);
+  return 0;
+}
+"""
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **env))
+
+
+def test_import_is_lazy_and_patches_ddp_in_place():
+    code = ("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "import sys, inspect\n"
+            "before = inspect.signature(DDP.__init__)\n"
+            "import acspeed\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith(('acspeed', 'torchvision')))\n"
+            "print(loaded)\n"
+            "print(hasattr(DDP.__init__, '_acspeed_original'), inspect.signature(DDP.__init__) == before)\n")
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    loaded, patched = done.stdout.splitlines()
+    names = set(eval(loaded))  # noqa: S307 - the list printed above
+    assert names == {"acspeed", "acspeed._log", "acspeed._patch", "acspeed.nccl"}  # no runtime, hooks, torchvision
+    assert patched == "True True"
+
+
+def test_configure_rejects_unknown_precision():
+    import acspeed
+    with pytest.raises(ValueError, match="'fp8' is not one of amp, fp32, fp16, bf16"):
+        acspeed.configure(precision="fp8")
+    acspeed.configure(precision="amp")
+    acspeed.configure(precision=None)
+
+
+@pytest.fixture()
+def fake_plugin(tmp_path):
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the fake plugin")
+    source = tmp_path / "fake.c"
+    source.write_text(FAKE_PLUGIN)
+    library = tmp_path / "libnccl-tuner-acspeed.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return library
+
+
+def test_import_points_nccl_at_the_plugin_unless_user_chose(fake_plugin):
+    from acspeed import nccl
+    env = dict(os.environ)
+    env.pop("NCCL_TUNER_PLUGIN", None)
+    try:
+        os.environ.pop("NCCL_TUNER_PLUGIN", None)
+        nccl.export_plugin(fake_plugin)
+        assert os.environ["NCCL_TUNER_PLUGIN"] == str(fake_plugin)
+        os.environ["NCCL_TUNER_PLUGIN"] = "/opt/other/libnccl-tuner-x.so"
+        nccl.export_plugin(fake_plugin)
+        assert os.environ["NCCL_TUNER_PLUGIN"] == "/opt/other/libnccl-tuner-x.so"
+        os.environ.pop("NCCL_TUNER_PLUGIN")
+        nccl.export_plugin(fake_plugin.parent / "absent.so")
+        assert "NCCL_TUNER_PLUGIN" not in os.environ
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+def test_rules_reach_file_and_live_plugin(fake_plugin, tmp_path, monkeypatch):
+    from acspeed import nccl
+    record = tmp_path / "calls.txt"
+    monkeypatch.setenv("FAKE_PLUGIN_RECORD", str(record))
+    monkeypatch.delenv("ACSPEED_NCCL_RULES", raising=False)
+    config = json.dumps({"version": 1, "nccl_rules": [{"collective": "allreduce", "algorithm": "ring",
+                                                       "protocol": "simple", "channels": 4}]})
+    # Plugin not selected for NCCL: only the file for later communicators.
+    monkeypatch.setenv("NCCL_TUNER_PLUGIN", "/opt/other/libnccl-tuner-x.so")
+    nccl.publish_rules(config, fake_plugin)
+    assert open(os.environ["ACSPEED_NCCL_RULES"]).read() == config and not record.exists()
+    # Selected: the setter is called too, for communicators that already exist.
+    monkeypatch.setenv("NCCL_TUNER_PLUGIN", str(fake_plugin))
+    nccl.publish_rules(config, fake_plugin)
+    assert record.read_text().splitlines() == [config]
+    # A rules file the user named is left alone.
+    monkeypatch.setenv("ACSPEED_NCCL_RULES", str(tmp_path / "mine.json"))
+    nccl.publish_rules(config, fake_plugin)
+    assert os.environ["ACSPEED_NCCL_RULES"] == str(tmp_path / "mine.json")
+    assert len(record.read_text().splitlines()) == 1
