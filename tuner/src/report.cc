@@ -132,8 +132,8 @@ std::optional<PooledTimes> find_best(const Report& report) {
   return pool(report, config->describe(), "search trials with this config", trials);
 }
 
-// Pair index of a decision-phase trial: the "pair" metric the tuner records, else its order among
-// the trials of its role.
+// Matches the decision phase's candidate and baseline trials by the "pair" index the tuner records
+// in their metrics, else by their order among the trials of their role.
 std::vector<RepeatPair> find_pairs(const Report& report) {
   std::map<int64_t, const TrialSummary*> candidates, baselines;
   for (const auto& t : report.trials) {
