@@ -1,0 +1,350 @@
+// acspeed-tune report: every format produced from a session stored through the Store API.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+#include "acspeed/store.h"
+#include "report.h"
+#include "report_fixture.h"
+#include "statistics.h"
+
+namespace acspeed::report {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+class TempStore {
+ public:
+  TempStore() {
+    std::random_device rd;
+    dir_ = fs::path(::testing::TempDir()) / ("acspeed-report-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+    StoreOptions options;
+    options.path = (dir_ / "acspeed.db").string();
+    store_ = Store::open(options);
+  }
+  ~TempStore() {
+    store_.reset();
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  Store& store() { return *store_; }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<Store> store_;
+};
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+size_t count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A strict RFC 4180 reader for the test: quoted fields, doubled quotes, CRLF records.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, was_quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      EXPECT_TRUE(field.empty() && !was_quoted) << "quote inside an unquoted field at byte " << i;
+      quoted = was_quoted = true;
+    } else if (c == ',') {
+      rows.back().push_back(field);
+      field.clear();
+      was_quoted = false;
+    } else if (c == '\r') {
+      EXPECT_TRUE(i + 1 < text.size() && text[i + 1] == '\n') << "bare CR at byte " << i;
+      rows.back().push_back(field);
+      field.clear();
+      was_quoted = false;
+      rows.emplace_back();
+      ++i;
+    } else {
+      EXPECT_NE(c, '\n') << "bare LF outside quotes at byte " << i;
+      field += c;
+    }
+  }
+  EXPECT_FALSE(quoted) << "unterminated quoted field";
+  EXPECT_TRUE(rows.back().empty() && field.empty()) << "last record not terminated by CRLF";
+  rows.pop_back();
+  return rows;
+}
+
+TEST(ReportStats, PercentilesInterpolateBetweenOrderStatistics) {
+  const auto s = step_stats({4.0, 1.0, 3.0, 2.0});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->count, 4u);
+  EXPECT_DOUBLE_EQ(s->min, 1.0);
+  EXPECT_DOUBLE_EQ(s->max, 4.0);
+  EXPECT_DOUBLE_EQ(s->p25, 1.75);
+  EXPECT_DOUBLE_EQ(s->p50, 2.5);
+  EXPECT_DOUBLE_EQ(s->p90, 3.7);
+  EXPECT_DOUBLE_EQ(s->p95, 3.85);
+  EXPECT_DOUBLE_EQ(s->mean, 2.5);
+  EXPECT_DOUBLE_EQ(step_stats({0.054})->p95, 0.054);
+  EXPECT_FALSE(step_stats({}));
+}
+
+TEST(ReportFormat, UnknownFormatNamesTheValueAndTheAcceptedOnes) {
+  EXPECT_EQ(parse_format("html"), Format::kHtml);
+  EXPECT_EQ(parse_format("md"), Format::kMarkdown);
+  try {
+    parse_format("pdf");
+    FAIL() << "pdf accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'pdf'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("md, json, csv, html"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReportCsv, FieldsAreQuotedPerRfc4180) {
+  EXPECT_EQ(csv_field("plain"), "plain");
+  EXPECT_EQ(csv_field(""), "");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("cr\rhere"), "\"cr\rhere\"");
+  EXPECT_EQ(csv_field(" padded"), "\" padded\"");
+}
+
+TEST(Report, UnknownSessionIsAnError) {
+  TempStore temp;
+  EXPECT_THROW(build_report(temp.store(), 42), InvalidArgument);
+}
+
+TEST(Report, ComputesBaselineSpeedupsPairsAndTheWinnerFromRawStepTimes) {
+  TempStore temp;
+  const int64_t id = acspeed::testing::add_sample_session(temp.store());
+  const Report r = build_report(temp.store(), id);
+  const auto trials = temp.store().trials(id);
+  ASSERT_EQ(r.trials.size(), trials.size());
+  ASSERT_EQ(r.trials.size(), 1u + 16u + 1u + 6u);
+
+  ASSERT_TRUE(r.baseline);
+  EXPECT_EQ(r.baseline->source, "baseline trials (alternated with the candidate)");
+  std::vector<double> pooled;
+  for (const auto& t : trials) {
+    if (t.role == "baseline") pooled.insert(pooled.end(), t.step_times_s.begin(), t.step_times_s.end());
+  }
+  EXPECT_EQ(r.baseline->times_s, pooled);
+  EXPECT_DOUBLE_EQ(r.baseline->stats.p50, tuner::percentile(pooled, 50));
+
+  for (const auto& t : r.trials) {
+    if (t.record.status != "ok") {
+      EXPECT_FALSE(t.stats);
+      EXPECT_FALSE(t.speedup_vs_baseline);
+      EXPECT_FALSE(t.samples_per_s);
+      continue;
+    }
+    ASSERT_TRUE(t.stats);
+    EXPECT_DOUBLE_EQ(t.stats->p50, tuner::percentile(t.record.step_times_s, 50));
+    EXPECT_DOUBLE_EQ(*t.samples_per_s, 32.0 * 2.0 / t.stats->p50);
+    EXPECT_DOUBLE_EQ(*t.speedup_vs_baseline, r.baseline->stats.p50 / t.stats->p50);
+    ASSERT_TRUE(t.exposed_comm_s);
+  }
+
+  ASSERT_TRUE(r.decision);
+  EXPECT_EQ(r.decision->session_id, id);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.best->config, r.decision->config);
+  EXPECT_EQ(r.best->source, "candidate trials (alternated with the baseline)");
+  EXPECT_EQ(r.best->trial_ids.size(), 3u);
+  ASSERT_EQ(r.pairs.size(), 3u);
+  for (const auto& p : r.pairs) {
+    EXPECT_DOUBLE_EQ(p.speedup, p.baseline_p50_s / p.candidate_p50_s);
+    EXPECT_GT(p.speedup, 1.1) << "the synthetic winner is ~1.3x faster";
+  }
+  EXPECT_EQ(r.pairs[0].baseline_trial, r.pairs[0].candidate_trial + 1) << "pair 0: candidate first";
+  EXPECT_EQ(r.pairs[1].candidate_trial, r.pairs[1].baseline_trial + 1) << "pair 1: baseline first";
+  EXPECT_EQ(r.pairs[2].baseline_trial, r.pairs[2].candidate_trial + 1) << "pair 2: candidate first";
+}
+
+TEST(Report, SessionWithoutBaselineDecisionOrMetricsShowsDashes) {
+  TempStore temp;
+  SessionRecord s;
+  s.instance_type = "cpu";
+  s.model_name = "tiny";
+  s.world_size = 2;
+  s.batch_size = 0;  // unknown: no samples/s
+  const int64_t id = temp.store().create_session(s);
+  TrialRecord t;
+  t.session_id = id;
+  CommConfig c;
+  c.bucket_cap_mb = 5;
+  t.config_json = config_to_json(c);
+  t.step_times_s = {0.2, 0.3};
+  temp.store().add_trial(t);
+  const Report r = build_report(temp.store(), id);
+  EXPECT_FALSE(r.baseline);
+  EXPECT_FALSE(r.decision);
+  EXPECT_FALSE(r.trials[0].speedup_vs_baseline);
+  EXPECT_FALSE(r.trials[0].samples_per_s);
+
+  const std::string md = render_markdown(r, {});
+  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | ok | - |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("No decision stored for this session"), std::string::npos);
+  const json j = json::parse(render_json(r, {}));
+  EXPECT_TRUE(j["decision"].is_null());
+  EXPECT_TRUE(j["baseline"].is_null());
+  EXPECT_TRUE(j["trials"][0]["samples_per_s"].is_null());
+  EXPECT_TRUE(j["trials"][0]["exposed_comm_s"].is_null());
+  const std::string html = render_html(r, {});
+  EXPECT_NE(html.find("No decision stored for this session"), std::string::npos);
+  EXPECT_NE(html.find("step time (no probe breakdown)"), std::string::npos);
+}
+
+class ReportFormats : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    acspeed::testing::SampleSessionOptions options;
+    options.model_name = "resnet<script>alert('x')</script>&co";
+    options.instance_type = "ecs.<b>gn7</b>|x";
+    session_ = acspeed::testing::add_sample_session(temp_.store(), options);
+    report_ = build_report(temp_.store(), session_);
+    render_.command_line = {"acspeed-tune", "report", "--format", "x"};
+  }
+  TempStore temp_;
+  int64_t session_ = 0;
+  Report report_;
+  RenderOptions render_;
+};
+
+TEST_F(ReportFormats, JsonIsVersionedAndMatchesTheStore) {
+  const json j = json::parse(render_json(report_, render_));
+  EXPECT_EQ(j["format"], kJsonFormatName);
+  EXPECT_EQ(j["version"], kJsonFormatVersion);
+  EXPECT_EQ(j["command_line"], json(render_.command_line));
+  const auto session = *temp_.store().session(session_);
+  EXPECT_EQ(j["session"]["id"], session.id);
+  EXPECT_EQ(j["session"]["model_name"], session.model_name);
+  EXPECT_EQ(j["session"]["instance_type"], session.instance_type);
+  EXPECT_EQ(j["session"]["world_size"], session.world_size);
+  EXPECT_EQ(j["session"]["batch_size_per_device"], session.batch_size);
+  EXPECT_EQ(j["session"]["seed"], session.seed);
+  EXPECT_EQ(j["session"]["search_space"], json::parse(session.search_space_json));
+  EXPECT_EQ(j["session"]["versions"], json::parse(session.versions_json));
+
+  const auto trials = temp_.store().trials(session_);
+  ASSERT_EQ(j["trials"].size(), trials.size());
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const auto& jt = j["trials"][i];
+    EXPECT_EQ(jt["id"], trials[i].id);
+    EXPECT_EQ(jt["role"], trials[i].role);
+    EXPECT_EQ(jt["status"], trials[i].status);
+    EXPECT_EQ(jt["step_times_s"].get<std::vector<double>>(), trials[i].step_times_s);
+    EXPECT_EQ(config_from_json(jt["config"].dump()), config_from_json(trials[i].config_json));
+    if (trials[i].status == "ok") {
+      EXPECT_DOUBLE_EQ(jt["step_time_s"]["p50"].get<double>(), tuner::percentile(trials[i].step_times_s, 50));
+      EXPECT_EQ(jt["metrics"], json::parse(trials[i].metrics_json));
+      EXPECT_DOUBLE_EQ(jt["samples_per_s"].get<double>(), 32.0 * 2 / jt["step_time_s"]["p50"].get<double>());
+      EXPECT_DOUBLE_EQ(jt["samples_per_s_per_device"].get<double>(), jt["samples_per_s"].get<double>() / 2);
+      EXPECT_TRUE(jt["error"].is_null());
+    } else {
+      EXPECT_TRUE(jt["step_time_s"].is_null());
+      EXPECT_EQ(jt["error"], trials[i].error);
+    }
+  }
+  const auto decisions = temp_.store().decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  const auto& d = decisions[0];
+  EXPECT_EQ(j["decision"]["id"], d.id);
+  EXPECT_EQ(j["decision"]["active"], true);
+  EXPECT_EQ(config_from_json(j["decision"]["config"].dump()), d.config);
+  EXPECT_DOUBLE_EQ(j["decision"]["speedup"].get<double>(), *d.speedup);
+  EXPECT_DOUBLE_EQ(j["decision"]["ci_low"].get<double>(), *d.ci_low);
+  EXPECT_DOUBLE_EQ(j["decision"]["ci_high"].get<double>(), *d.ci_high);
+  EXPECT_EQ(j["decision"]["evidence"], json::parse(d.evidence_json));
+  EXPECT_EQ(j["decision"]["repeats"].size(), 3u);
+  EXPECT_EQ(j["baseline"]["trial_ids"].size(), 3u);
+}
+
+TEST_F(ReportFormats, CsvHasOneRowPerTrialUnitsInTheHeaderAndRoundTripsErrors) {
+  const auto rows = parse_csv(render_csv(report_));
+  const auto trials = temp_.store().trials(session_);
+  ASSERT_EQ(rows.size(), trials.size() + 1);
+  const auto& header = rows[0];
+  for (const char* column : {"step_p50_s", "step_p90_s", "step_p95_s", "samples_per_s", "speedup_vs_baseline_x",
+                             "exposed_comm_s", "error", "config_json"}) {
+    EXPECT_NE(std::find(header.begin(), header.end(), column), header.end()) << column;
+  }
+  const auto col = [&header](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const auto& row = rows[i + 1];
+    ASSERT_EQ(row.size(), header.size()) << "row " << i;
+    EXPECT_EQ(row[col("trial_id")], std::to_string(trials[i].id));
+    EXPECT_EQ(row[col("error")], trials[i].error);
+    EXPECT_EQ(row[col("config_json")], trials[i].config_json);
+    if (trials[i].status == "ok") {
+      EXPECT_NEAR(std::stod(row[col("step_p50_s")]), tuner::percentile(trials[i].step_times_s, 50), 1e-9);
+    } else {
+      EXPECT_EQ(row[col("step_p50_s")], "");
+    }
+  }
+}
+
+TEST_F(ReportFormats, MarkdownHasEveryTrialTheDecisionAndEscapedUserText) {
+  const std::string md = render_markdown(report_, render_);
+  EXPECT_EQ(md.find("<script>"), std::string::npos);
+  EXPECT_NE(md.find("resnet\\<script\\>alert('x')\\</script\\>\\&co"), std::string::npos);
+  EXPECT_NE(md.find("ecs.\\<b\\>gn7\\</b\\>\\|x"), std::string::npos);
+  // Header + alignment + one line per trial in the trials table.
+  EXPECT_EQ(count(md, "| search |") + count(md, "| candidate |") + count(md, "| baseline |"), report_.trials.size());
+  EXPECT_NE(md.find("worker 1 exited: signal 9 (\"killed\"), see log, line 2 second line"), std::string::npos);
+  EXPECT_NE(md.find("- Speedup over DDP defaults: 1.210x, 95% confidence interval \\[1.150, 1.270\\] over 3 alternated "
+                    "repeat(s): the interval excludes 1"),
+            std::string::npos);
+  EXPECT_NE(md.find("### Alternated repeats"), std::string::npos);
+  EXPECT_NE(md.find("\"bucket_cap_mb\": 5.0"), std::string::npos) << "the stored config is shown";
+}
+
+TEST_F(ReportFormats, HtmlIsSelfContainedWithThreePlotsAndEscapesUserStrings) {
+  const std::string html = render_html(report_, render_);
+  const std::string l = lower(html);
+  EXPECT_EQ(l.find("<script"), std::string::npos) << "no script at all, and the model name is escaped";
+  EXPECT_EQ(l.find("<b>"), std::string::npos);
+  EXPECT_NE(html.find("resnet&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;co"), std::string::npos);
+  EXPECT_NE(html.find("ecs.&lt;b&gt;gn7&lt;/b&gt;|x"), std::string::npos);
+  EXPECT_NE(html.find("(&quot;killed&quot;)"), std::string::npos);
+  EXPECT_EQ(count(html, "<svg"), 3u);
+  // Nothing is fetched at view time: no external resources (the SVG namespace is a name, not a fetch).
+  EXPECT_EQ(count(l, "http://") + count(l, "https://"), count(l, "xmlns=\"http://www.w3.org/2000/svg\""));
+  for (const char* tag : {"<link", "<img", "<iframe", "@import", "url("}) EXPECT_EQ(l.find(tag), std::string::npos) << tag;
+  // One point per successful search trial in the throughput plot, one bar trio per successful trial.
+  size_t ok_search = 0, ok = 0;
+  for (const auto& t : report_.trials) {
+    ok += t.record.status == "ok";
+    ok_search += t.record.status == "ok" && t.record.role == "search";
+  }
+  EXPECT_EQ(count(html, "samples/s, p50"), ok_search);
+  EXPECT_EQ(count(html, "fill=\"#D55E00\"><title>trial "), ok) << "an exposed-communication bar per trial";
+}
+
+}  // namespace
+}  // namespace acspeed::report

@@ -1,0 +1,266 @@
+"""acspeed-tune report through the real binary: every format from a stored session, the command's
+errors and exit codes, a read-only store, and the HTML page rendered by headless Chromium (non-blank
+screenshot with the plots' colours, user strings shown as text, never run as markup).
+
+The store is written by tests/report/make_report_fixture (the Store API), not by hand-written SQL."""
+import csv
+import html.parser
+import io
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import numpy
+import pytest
+
+HOSTILE_MODEL = "resnet<script>document.title='pwned'</script>&co"
+
+
+def run(cmd, timeout=60, **kwargs):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def tune(build_dir):
+    path = build_dir / "tuner" / "acspeed-tune"
+    if not path.exists():
+        pytest.fail(f"{path} is not built")
+    return path
+
+
+@pytest.fixture(scope="session")
+def make_fixture(build_dir):
+    path = build_dir / "tests" / "report" / "make_report_fixture"
+    if not path.exists():
+        pytest.fail(f"{path} is not built")
+
+    def make(db, *args):
+        result = run([path, db, *args])
+        assert result.returncode == 0, result.stderr
+        return int(result.stdout.strip())
+
+    return make
+
+
+@pytest.fixture()
+def store(tmp_path, make_fixture):
+    db = tmp_path / "acspeed.db"
+    make_fixture(db, "--model", HOSTILE_MODEL)
+    return db
+
+
+def report(tune, db, *args, **kwargs):
+    return run([tune, "--db", db, "report", *args], **kwargs)
+
+
+def test_every_format_to_stdout(tune, store):
+    outputs = {}
+    for fmt in ("md", "json", "csv", "html"):
+        result = report(tune, store, "--format", fmt)
+        assert result.returncode == 0, result.stderr
+        outputs[fmt] = result.stdout
+    doc = json.loads(outputs["json"])
+    assert doc["format"] == "acspeed-report" and doc["version"] == 1
+    assert doc["session"]["model_name"] == HOSTILE_MODEL
+    assert len(doc["trials"]) == 24
+    assert doc["decision"]["config"]["algorithm"] == "reduce_scatter"
+    rows = list(csv.DictReader(io.StringIO(outputs["csv"], newline="")))
+    assert len(rows) == 24
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == 1 and "\n" in failed[0]["error"] and '"killed"' in failed[0]["error"]
+    assert failed[0]["step_p50_s"] == ""
+    assert "## Decision" in outputs["md"] and "## Trials" in outputs["md"]
+    assert outputs["html"].startswith("<!DOCTYPE html>")
+
+
+def test_default_is_the_latest_session_and_instance_filters(tune, tmp_path, make_fixture):
+    db = tmp_path / "two.db"
+    first = make_fixture(db, "--instance", "type-a", "--model", "alpha")
+    second = make_fixture(db, "--instance", "type-b", "--model", "beta")
+    latest = json.loads(report(tune, db, "--format", "json").stdout)
+    assert latest["session"]["id"] == second
+    assert json.loads(report(tune, db, "--latest", "--format", "json").stdout)["session"]["id"] == second
+    by_instance = json.loads(report(tune, db, "--instance", "type-a", "--format", "json").stdout)
+    assert by_instance["session"]["id"] == first and by_instance["session"]["model_name"] == "alpha"
+    assert json.loads(report(tune, db, "--session", first, "--format", "json").stdout)["session"]["id"] == first
+    mismatch = report(tune, db, "--session", first, "--instance", "type-b")
+    assert mismatch.returncode == 1 and "type-a" in mismatch.stderr
+    unknown = report(tune, db, "--instance", "type-z")
+    assert unknown.returncode == 1 and "type-z" in unknown.stderr
+
+
+def test_output_file_is_not_overwritten_without_force(tune, store, tmp_path):
+    out = tmp_path / "report.html"
+    first = report(tune, store, "--format", "html", "-o", out)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == ""
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    out.write_text("keep me")
+    refused = report(tune, store, "--format", "md", "-o", out)
+    assert refused.returncode == 2
+    assert "--force" in refused.stderr and str(out) in refused.stderr
+    assert out.read_text() == "keep me"
+    forced = report(tune, store, "--format", "md", "-o", out, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert out.read_text().startswith("# acspeed tuning report")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("report")) == ["report.html"]
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--format", "pdf"], ["'pdf'", "md, json, csv, html"]),
+    (["--session", "abc"], ["abc", "--session"]),
+    (["--session", "0"], ["--session 0", "positive"]),
+    (["--session", "1", "--latest"], ["--session", "--latest"]),
+    (["--bogus"], ["--bogus"]),
+])
+def test_bad_values_exit_2_with_a_one_line_reason(tune, store, args, names):
+    result = report(tune, store, *args)
+    assert result.returncode == 2, result
+    first_line = result.stderr.splitlines()[0]
+    for name in names:
+        assert name in first_line, result.stderr
+    assert result.stdout == ""
+
+
+def test_no_session_exits_1_with_a_clear_message(tune, store, tmp_path):
+    missing = report(tune, store, "--session", "99")
+    assert missing.returncode == 1
+    assert "no tuning session 99" in missing.stderr and str(store) in missing.stderr
+    empty = report(tune, tmp_path / "none.db")
+    assert empty.returncode == 1
+    assert "no tuning session" in empty.stderr and "does not exist yet" in empty.stderr
+    assert not (tmp_path / "none.db").exists(), "reading must not create a store"
+
+
+def test_read_only_store_is_reported(tune, store):
+    """The store's file and folder are read-only for the reading user (root ignores modes, so as root
+    the command runs as `nobody` through setpriv)."""
+    as_root = os.geteuid() == 0
+    setpriv = shutil.which("setpriv")
+    if as_root and not setpriv:
+        pytest.skip("running as root without setpriv: cannot drop to a user the file modes apply to")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="acspeed-ro-"))
+    try:
+        db = folder / "acspeed.db"
+        shutil.copy(store, db)
+        db.chmod(0o444)
+        folder.chmod(0o555)
+        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
+        result = run(prefix + [tune, "--db", db, "report", "--format", "json"])
+        assert result.returncode == 0, result.stderr
+        assert "read-only" in result.stderr
+        assert json.loads(result.stdout)["session"]["model_name"] == HOSTILE_MODEL
+        assert sorted(p.name for p in folder.iterdir()) == ["acspeed.db"]
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+
+
+class DomText(html.parser.HTMLParser):
+    """Text nodes and start tags of a serialised DOM."""
+
+    def __init__(self):
+        super().__init__()
+        self.text = []
+        self.tags = []
+        self.title = ""
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self.tags and self.tags[-1] == "title" and not self.title:
+            self.title = data
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("no headless Chromium installed (Debian: apt-get install chromium)")
+
+
+def chromium_args(chromium, profile):
+    # --no-sandbox: Chromium refuses to run as root with its sandbox (CI runs as root).
+    return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            f"--user-data-dir={profile}"]
+
+
+def test_html_renders_in_headless_chromium(tune, store, tmp_path, chromium):
+    from PIL import Image
+
+    page = tmp_path / "report.html"
+    assert report(tune, store, "--format", "html", "-o", page).returncode == 0
+    assert "<script" not in page.read_text().lower()
+
+    shot = tmp_path / "shot.png"
+    result = run(chromium_args(chromium, tmp_path / "profile") +
+                 [f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()], timeout=180)
+    assert shot.exists(), result.stderr[-2000:]
+    pixels = numpy.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert pixels.shape == (2000, 1200, 3)
+    non_white = int((pixels.min(axis=2) < 240).sum())
+    assert non_white > 0.03 * 2000 * 1200, f"page looks blank: {non_white} non-white pixels"
+
+    def near(colour, tolerance=40):
+        return int((abs(pixels - numpy.array(colour)) <= tolerance).all(axis=2).sum())
+
+    # The plots were drawn: the exposed-communication bars (#D55E00) and the series / compute blue
+    # (#0072B2) cover visible areas of the first 2000 pixels.
+    assert near((0xD5, 0x5E, 0x00)) > 500
+    assert near((0x00, 0x72, 0xB2)) > 500
+
+    dom = run(chromium_args(chromium, tmp_path / "profile") + ["--dump-dom", page.as_uri()], timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = DomText()
+    parsed.feed(dom.stdout)
+    assert "script" not in parsed.tags
+    assert parsed.tags.count("svg") == 3
+    text = "".join(parsed.text)
+    assert HOSTILE_MODEL in text
+    # Had the model name run as a script, it would have replaced the document's title.
+    assert parsed.title.startswith("acspeed tuning report: session 1 (resnet<script>"), parsed.title
+
+
+@pytest.mark.slow
+def test_report_of_a_real_tuning_session(tune, tmp_path, repo_root, chromium):
+    """acspeed-tune tunes a tiny model on 2 CPU processes (tests/tuner/tiny_models.py) and the report
+    reads what the tuner really stored."""
+    import sys
+
+    db = tmp_path / "real.db"
+    env = dict(os.environ, ACSPEED_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ.get("PYTHONPATH", "")]))
+    tuned = run([tune, "--db", db, "--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
+                 "--streams", "1,2", "--strategy", "grid", "--warmup", "1", "--steps", "4", "--repeats", "3",
+                 "--nproc-per-node", "2", "--seed", "7"], timeout=300, env=env)
+    assert tuned.returncode == 0, tuned.stdout[-3000:] + tuned.stderr[-3000:]
+
+    doc = json.loads(report(tune, db, "--format", "json").stdout)
+    assert doc["session"]["model_name"] == "tiny_models:mlp" and doc["session"]["status"] == "done"
+    search = [t for t in doc["trials"] if t["role"] == "search"]
+    assert len(search) == 4 and all(t["status"] == "ok" for t in search)
+    for t in search:
+        assert len(t["step_times_s"]) == 4
+        # Our percentiles from the raw times agree with the tuner's own metrics.
+        assert t["step_time_s"]["p50"] == pytest.approx(t["metrics"]["p50_s"], rel=1e-9)
+        assert t["samples_per_s_per_device"] == pytest.approx(t["metrics"]["samples_per_s"], rel=1e-9)
+    assert doc["decision"] is not None and doc["decision"]["active"]
+    assert doc["baseline"] is not None
+    candidates = [t for t in doc["trials"] if t["role"] == "candidate"]
+    assert len(doc["decision"]["repeats"]) == len(candidates)
+
+    rows = list(csv.DictReader(io.StringIO(report(tune, db, "--format", "csv").stdout, newline="")))
+    assert len(rows) == len(doc["trials"])
+    page = tmp_path / "real.html"
+    assert report(tune, db, "--format", "html", "-o", page).returncode == 0
+    dom = run(chromium_args(chromium, tmp_path / "profile") + ["--dump-dom", page.as_uri()], timeout=180)
+    parsed = DomText()
+    parsed.feed(dom.stdout)
+    assert parsed.tags.count("svg") == 3 and "tiny_models:mlp" in "".join(parsed.text)

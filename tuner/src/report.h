@@ -1,0 +1,126 @@
+// Tuning reports: one tuning session from the store, summarised for people (Markdown, HTML with
+// plots) and for programs (JSON, CSV).
+//
+// build_report() gathers a session, its trials, its decision and the baseline, and computes from
+// the raw step times what it can (p25/p50/p75/p90/p95, samples/s, speedup vs the baseline, the
+// alternated candidate/baseline pairs), so a report never depends on optional probe metrics;
+// metrics the trial worker recorded (compute_s, comm_s, exposed_comm_s, loss) are shown when
+// present and as "-" (JSON null, CSV empty) when not. render_report() writes one of four formats;
+// the JSON and CSV layouts are documented in docs/report-format.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "acspeed/config.h"
+#include "acspeed/store.h"
+
+namespace acspeed::report {
+
+inline constexpr const char* kJsonFormatName = "acspeed-report";
+inline constexpr int kJsonFormatVersion = 1;
+
+enum class Format { kMarkdown, kJson, kCsv, kHtml };
+// "md", "json", "csv", "html"; anything else throws InvalidArgument naming the value and these.
+Format parse_format(std::string_view text);
+const std::vector<std::string>& format_names();
+std::string_view to_string(Format format);
+
+// Step-time statistics of one set of raw step times, in seconds (percentiles: tuner::percentile,
+// linear interpolation between order statistics).
+struct StepStats {
+  size_t count = 0;
+  double min = 0, p25 = 0, p50 = 0, p75 = 0, p90 = 0, p95 = 0, max = 0, mean = 0;
+};
+// nullopt for an empty vector.
+std::optional<StepStats> step_stats(const std::vector<double>& times_s);
+
+struct TrialSummary {
+  TrialRecord record;
+  std::optional<CommConfig> config;  // nullopt when config_json is not a valid config
+  std::string config_text;           // CommConfig::describe(), or "invalid config: ..." for a bad one
+  std::optional<StepStats> stats;    // from record.step_times_s; nullopt when there are none
+  std::optional<double> samples_per_s;        // whole job: batch per device x world size / p50
+  std::optional<double> speedup_vs_baseline;  // baseline p50 / this trial's p50
+  // From metrics_json (trial_metrics.h; per-step seconds), when the trial worker recorded them.
+  std::optional<double> compute_s, comm_s, exposed_comm_s, loss;
+  std::string probe;   // which probe measured the breakdown; empty = none
+  bool finite = true;  // false when a loss of the trial was NaN/Inf
+  std::optional<int> pair;  // decision phase: index of its (candidate, baseline) pair
+};
+
+// A set of step times pooled from several trials (the baseline, or the best configuration).
+struct PooledTimes {
+  std::string label;             // "DDP defaults", or the config's describe()
+  std::optional<CommConfig> config;  // the trials' config
+  std::string source;            // which trials: "baseline trials", "search trials with this config"...
+  std::vector<int64_t> trial_ids;
+  std::vector<double> times_s;   // concatenated raw step times
+  StepStats stats;
+  std::optional<double> samples_per_s;
+};
+
+// One alternated (candidate, baseline) repeat: speedup = baseline p50 / candidate p50. Trials are
+// paired by the "pair" index the tuner records in their metrics, else by their order.
+struct RepeatPair {
+  int64_t candidate_trial = 0;  // trial ids (the store's)
+  int64_t baseline_trial = 0;
+  int64_t candidate_ordinal = 0;  // trial numbers in the session, as the human formats show them
+  int64_t baseline_ordinal = 0;
+  double candidate_p50_s = 0;
+  double baseline_p50_s = 0;
+  double speedup = 0;
+};
+
+struct Report {
+  SessionRecord session;
+  std::vector<TrialSummary> trials;                // in the session's order
+  std::optional<Decision> decision;                // the session's decision (active one first, else latest)
+  std::optional<PooledTimes> baseline;             // DDP defaults as measured in this session
+  std::optional<PooledTimes> best;                 // the winner (or best candidate) as measured
+  std::vector<RepeatPair> pairs;                   // alternated repeats of the decision
+  std::vector<std::string> probes;                 // probes that measured the breakdown, sorted
+  // Flattened "a.b" -> text views of the session's JSON columns, for the human formats (arrays of
+  // objects or of more than a dozen values are summarised; the JSON report has them whole).
+  std::vector<std::pair<std::string, std::string>> versions, search_space, options, evidence;
+};
+
+// Reads session `session_id` from `store` and computes the report. Throws InvalidArgument when the
+// store has no such session.
+Report build_report(const Store& store, int64_t session_id);
+
+struct RenderOptions {
+  Format format = Format::kMarkdown;
+  // The command line that produced the report, recorded in JSON and shown in Markdown/HTML.
+  std::vector<std::string> command_line;
+};
+
+std::string render_report(const Report& report, const RenderOptions& options);
+
+// The four renderers (one file each: report_markdown.cc, report_json.cc, report_csv.cc,
+// report_html.cc); render_report() dispatches to them.
+std::string render_markdown(const Report& report, const RenderOptions& options);
+std::string render_json(const Report& report, const RenderOptions& options);
+std::string render_csv(const Report& report);
+std::string render_html(const Report& report, const RenderOptions& options);
+
+// One CSV field quoted per RFC 4180: fields holding a comma, a double quote, CR or LF (or leading /
+// trailing spaces) are wrapped in double quotes with inner quotes doubled; others pass unchanged.
+std::string csv_field(std::string_view text);
+
+// Formatting shared by the human formats: "-" for a missing value.
+std::string format_ms(std::optional<double> seconds);        // "54.20"
+std::string format_rate(std::optional<double> per_second);    // "597.3"
+std::string format_ratio(std::optional<double> ratio);        // "1.23x"
+std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
+// The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
+// without a decision.
+std::vector<std::string> decision_facts(const Report& report);
+// The sentence introducing the trials table: what the baseline is, how rates are computed.
+std::string trials_preamble(const Report& report);
+
+}  // namespace acspeed::report
