@@ -68,8 +68,11 @@ class DlopenCuptiApi : public CuptiApi {
     }
     call("cuptiActivityRegisterCallbacks",
          fn_.register_callbacks(buffer_requested, buffer_completed));
+    // CUPTI emits an external correlation record only next to a runtime or driver API record, so
+    // both API kinds are on (their records are read and dropped); NCCL launches through either.
     for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                      CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+                      CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                      CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
       call("cuptiActivityEnable", fn_.enable(kind));
       enabled_.push_back(kind);
     }

@@ -28,10 +28,14 @@ std::vector<std::string> recorder_names() {
 }
 
 SelectedRecorder select_recorder(const ProbeOptions& options) {
+  return select_recorder(options, make_recorders());
+}
+
+SelectedRecorder select_recorder(const ProbeOptions& options,
+                                 std::vector<std::unique_ptr<StepRecorder>> recorders) {
   if (options.device != "cpu" && options.device != "cuda") {
     ACS_THROW(InvalidArgument, "probe device '{}' is not one of cpu, cuda", options.device);
   }
-  auto recorders = make_recorders();
   std::string accepted = "auto";
   for (const auto& r : recorders) accepted += ", " + r->name();
   bool known = options.backend == "auto";
@@ -46,16 +50,20 @@ SelectedRecorder select_recorder(const ProbeOptions& options) {
     if (options.backend != "auto" && r->name() != options.backend) continue;
     std::string why_not;
     if (r->enabled(options, &why_not)) {
-      r->start();
-      out.recorder = std::move(r);
-      return out;
+      try {
+        r->start();
+        out.recorder = std::move(r);
+        return out;
+      } catch (const Error& e) {
+        why_not = fmt::format("failed to start: {}", e.what());
+      }
     }
     if (options.backend != "auto") {
       ACS_THROW(InvalidArgument, "probe backend '{}' is unavailable: {}", options.backend, why_not);
     }
     out.notes.push_back(fmt::format("{}: unavailable: {}", r->name(), why_not));
   }
-  // Unreachable while the CPU backend is last and always enabled; kept as a loud failure.
+  // Only when the list lacks the always-enabled CPU backend.
   ACS_THROW(Error, "no probe backend is enabled ({})", accepted);
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "acspeed/cpu_recorder.h"
 #include "acspeed/error.h"
 
 namespace acspeed {
@@ -34,6 +35,55 @@ TEST(SelectRecorder, UnknownDeviceOrBackendIsRejectedWithTheAcceptedNames) {
     const std::string what = e.what();
     EXPECT_NE(what.find("'nsight'"), std::string::npos) << what;
     EXPECT_NE(what.find("cpu"), std::string::npos) << what;
+  }
+}
+
+// A backend that is enabled or not, and whose start() may fail.
+class FakeRecorder : public CpuRecorder {
+ public:
+  FakeRecorder(std::string name, bool enabled, bool start_fails)
+      : name_(std::move(name)), enabled_(enabled), start_fails_(start_fails) {}
+  std::string name() const override { return name_; }
+  bool enabled(const ProbeOptions&, std::string* why_not) override {
+    if (!enabled_) *why_not = "switched off";
+    return enabled_;
+  }
+  void start() override {
+    if (start_fails_) ACS_THROW(Error, "cuptiActivityEnable failed: CUPTI_ERROR_UNKNOWN (999)");
+  }
+
+ private:
+  std::string name_;
+  bool enabled_;
+  bool start_fails_;
+};
+
+TEST(SelectRecorder, TheFirstEnabledBackendThatStartsWinsAndTheOthersSayWhyNot) {
+  std::vector<std::unique_ptr<StepRecorder>> list;
+  list.push_back(std::make_unique<FakeRecorder>("off", false, false));
+  list.push_back(std::make_unique<FakeRecorder>("broken", true, true));
+  list.push_back(std::make_unique<FakeRecorder>("good", true, false));
+  list.push_back(std::make_unique<FakeRecorder>("later", true, false));
+  const auto selected = select_recorder(ProbeOptions{}, std::move(list));
+  EXPECT_EQ(selected.recorder->name(), "good");
+  ASSERT_EQ(selected.notes.size(), 2u);
+  EXPECT_EQ(selected.notes[0], "off: unavailable: switched off");
+  EXPECT_NE(selected.notes[1].find("broken: unavailable: failed to start: "), std::string::npos)
+      << selected.notes[1];
+  EXPECT_NE(selected.notes[1].find("999"), std::string::npos) << selected.notes[1];
+}
+
+TEST(SelectRecorder, ABackendNamedExplicitlyThatCannotRunIsAnErrorWithItsReason) {
+  std::vector<std::unique_ptr<StepRecorder>> list;
+  list.push_back(std::make_unique<FakeRecorder>("off", false, false));
+  list.push_back(std::make_unique<FakeRecorder>("good", true, false));
+  ProbeOptions options;
+  options.backend = "off";
+  try {
+    select_recorder(options, std::move(list));
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("switched off"), std::string::npos) << e.what();
   }
 }
 

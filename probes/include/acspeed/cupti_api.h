@@ -23,8 +23,9 @@ class CuptiApi {
   // "" when CUPTI can trace here, else why not, checked in this order: no GPU driver, no device,
   // CUPTI library missing or too old, another CUPTI subscriber active in this process.
   virtual std::string unavailable_reason() = 0;
-  // Registers the buffer callbacks and enables kernel (concurrent), memcpy, memset and external
-  // correlation records. Throws acspeed::Error with CUPTI's message on failure.
+  // Registers the buffer callbacks and enables kernel (concurrent), memcpy, memset, runtime and
+  // driver API (CUPTI attaches external correlation records to those) and external correlation
+  // records. Throws acspeed::Error with CUPTI's message on failure.
   virtual void start(BufferSink sink) = 0;
   // Flushes and disables tracing. Never throws.
   virtual void stop() = 0;

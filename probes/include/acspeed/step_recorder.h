@@ -4,7 +4,7 @@
 //      when the model is on a CUDA device, a driver and device exist, CUPTI loads and no other CUPTI
 //      client (torch.profiler/Kineto, Nsight) holds the process's one subscriber slot.
 //   2. "cpu": host clocks (always enabled).
-// Every disabled backend says why (SelectedRecorder::notes).
+// Every disabled backend, or one whose start() threw, says why (SelectedRecorder::notes).
 //
 // The marks, in the order a training step makes them:
 //   step_begin()                  before the forward pass
@@ -75,5 +75,8 @@ struct SelectedRecorder {
 std::vector<std::string> recorder_names();
 // Walks the ordered list and starts the first enabled backend.
 SelectedRecorder select_recorder(const ProbeOptions& options);
+// The same over a given ordered list (tests pass fakes).
+SelectedRecorder select_recorder(const ProbeOptions& options,
+                                 std::vector<std::unique_ptr<StepRecorder>> recorders);
 
 }  // namespace acspeed
