@@ -46,6 +46,9 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, help=f"untimed steps (default {GPU_DEFAULTS[2]} GPU, {CPU_DEFAULTS[2]} CPU)")
     parser.add_argument("--steps", type=int, help=f"timed steps (default {GPU_DEFAULTS[3]} GPU, {CPU_DEFAULTS[3]} CPU)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as versioned JSON")
+    parser.add_argument("--profile", action="store_true",
+                        help="also measure each timed step with acspeed's probe (CUPTI on GPU, timers on "
+                             "CPU) and print compute / communication / exposed communication per percentile")
     parser.add_argument("--overwrite", action="store_true", help="let --json replace an existing file")
     args = parser.parse_args(argv)
     defaults = GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS
@@ -105,6 +108,7 @@ def relevant_environment() -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    acspeed_imported = "acspeed" in sys.modules  # before --profile imports acspeed.probes
     # Lets `import acspeed` key its lookup by precision; harmless when that line is commented out.
     os.environ.setdefault("ACSPEED_PRECISION", args.precision)
     gpu = torch.cuda.is_available()
@@ -129,12 +133,21 @@ def main(argv=None) -> None:
     autocast_dtype = (torch.float16 if gpu else torch.bfloat16) if args.precision == "amp" else None
     scaler = torch.amp.GradScaler("cuda", enabled=gpu and args.precision == "amp")
     loss_fn = torch.nn.CrossEntropyLoss()
+    probe = None
+    if args.profile:
+        from acspeed import hooks  # noqa: PLC0415
+        from acspeed.probes import StepProbe  # noqa: PLC0415
+        probe = StepProbe(ddp)
+        if hooks.state_of(ddp) is not None:  # acspeed's hook reports per-bucket times
+            hooks.attach_observer(ddp, probe)
 
-    def step():
+    def step(probe=None):
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             loss = loss_fn(ddp(inputs), targets)
         scaler.scale(loss).backward()
+        if probe:
+            probe.backward_end()
         scaler.step(optimizer)
         scaler.update()
 
@@ -145,29 +158,37 @@ def main(argv=None) -> None:
         if gpu:
             torch.cuda.synchronize()
         begin = time.perf_counter()
-        step()
+        if probe:
+            probe.step_begin()
+        step(probe)
+        if probe:
+            probe.step_end()
         if gpu:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - begin)
     step_times = torch.tensor(times, dtype=torch.float64, device=device)
     dist.all_reduce(step_times, op=dist.ReduceOp.MAX)  # a step lasts as long as its slowest rank
     step_times = step_times.cpu().numpy()
+    profile = probe.summary() if probe else None  # gathers over ranks, outside the timed steps
     nnodes = machines(world_size)
     if rank == 0:
         line = summary_line(step_times, args.batch_size, world_size, nnodes, gpu)
         print(line, flush=True)
+        if profile:
+            print(StepProbe.format(profile), flush=True)
         if args.json:
             record = {
                 "version": JSON_VERSION, "command": [sys.executable] + sys.argv,
                 "model": args.model, "precision": args.precision, "batch_size_per_device": args.batch_size,
                 "image_size": args.image_size, "warmup": args.warmup, "steps": args.steps,
                 "world_size": world_size, "nnodes": nnodes, "device": "gpu" if gpu else "cpu",
-                "acspeed": "acspeed" in sys.modules,
+                "acspeed": acspeed_imported,
                 "step_times_s": [float(t) for t in step_times], "ranks_combined": "max over ranks per step",
                 "percentiles": {f"p{q}": {"step_time_s": float(np.percentile(step_times, q)),
                                           "samples_per_s_per_device": args.batch_size / float(np.percentile(step_times, q))}
                                 for q in PERCENTILES},
                 "line": line,
+                "profile": profile,
                 "versions": {"torch": torch.__version__, "python": sys.version.split()[0],
                              "cuda": torch.version.cuda,
                              "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None},

@@ -129,7 +129,11 @@ struct PyRecorder {
     recorder = std::move(selected.recorder);
     notes = std::move(selected.notes);
   }
-  std::unique_ptr<StepRecorder> recorder;
+  StepRecorder* get() const {
+    if (!recorder) ACS_THROW(Error, "the probe is closed");
+    return recorder.get();
+  }
+  std::unique_ptr<StepRecorder> recorder;  // null once closed
   std::vector<std::string> notes;
 };
 
@@ -151,25 +155,32 @@ PYBIND11_MODULE(_probes, m) {
       .def(py::init<const std::string&, const std::string&, bool>(), py::arg("device") = "cpu",
            py::arg("backend") = "auto", py::arg("external_profiler_active") = false,
            "Selects and starts the first enabled backend (or the one named).")
-      .def_property_readonly("name", [](const PyRecorder& r) { return r.recorder->name(); })
+      .def_property_readonly("name", [](const PyRecorder& r) { return r.get()->name(); })
       .def_readonly("notes", &PyRecorder::notes)
       .def_property_readonly("needs_grad_marks",
-                             [](const PyRecorder& r) { return r.recorder->needs_grad_marks(); })
-      .def("step_begin", [](PyRecorder& r) { r.recorder->step_begin(); })
-      .def("grad_ready", [](PyRecorder& r) { r.recorder->grad_ready(); })
+                             [](const PyRecorder& r) { return r.get()->needs_grad_marks(); })
+      .def("step_begin", [](PyRecorder& r) { r.get()->step_begin(); })
+      .def("grad_ready", [](PyRecorder& r) { r.get()->grad_ready(); })
       .def("bucket_launched",
-           [](PyRecorder& r, int index, int64_t nbytes) { r.recorder->bucket_launched(index, nbytes); },
+           [](PyRecorder& r, int index, int64_t nbytes) {
+             // Never raises inside DDP's communication, not even once closed.
+             if (r.recorder) r.recorder->bucket_launched(index, nbytes);
+           },
            py::arg("index"), py::arg("nbytes"))
-      .def("bucket_completed", [](PyRecorder& r, int index) { r.recorder->bucket_completed(index); },
+      .def("bucket_completed", [](PyRecorder& r, int index) {
+             if (r.recorder) r.recorder->bucket_completed(index);
+           },
            py::arg("index"))
-      .def("backward_end", [](PyRecorder& r) { r.recorder->backward_end(); })
-      .def("step_end", [](PyRecorder& r) { r.recorder->step_end(); })
-      .def("profiles", [](PyRecorder& r) { return to_list(r.recorder->profiles()); })
-      .def("reset", [](PyRecorder& r) { r.recorder->reset(); })
+      .def("backward_end", [](PyRecorder& r) { r.get()->backward_end(); })
+      .def("step_end", [](PyRecorder& r) { r.get()->step_end(); })
+      .def("profiles", [](PyRecorder& r) { return to_list(r.get()->profiles()); })
+      .def("reset", [](PyRecorder& r) { r.get()->reset(); })
       .def_property_readonly("unmatched_events",
-                             [](const PyRecorder& r) { return r.recorder->unmatched_events(); })
+                             [](const PyRecorder& r) { return r.get()->unmatched_events(); })
       .def_property_readonly("warnings",
-                             [](const PyRecorder& r) { return r.recorder->warnings(); });
+                             [](const PyRecorder& r) { return r.get()->warnings(); })
+      .def("close", [](PyRecorder& r) { r.recorder.reset(); },
+           "Stops the backend (CUPTI tracing ends here); later calls raise RuntimeError.");
 
   m.def("recorder_names", &recorder_names, "Backends built in, in selection order.");
   m.def(

@@ -52,9 +52,12 @@ class BucketObserver(typing.Protocol):
     """What a DDP comm hook reports to a probe, per gradient bucket.
 
     ``bucket_launched(index, nbytes)``: call it immediately BEFORE issuing bucket ``index``'s
-    collective(s), on the thread that issues them (the CUPTI backend tags the CUDA work that thread
-    launches next with the bucket), with ``nbytes`` the bytes the bucket carries before compression
-    (``bucket.buffer().numel() * bucket.buffer().element_size()``).
+    collective(s), ON THE THREAD THAT ISSUES THEM: the CUPTI backend tags the CUDA work that thread
+    launches next with the bucket (CUPTI external correlation is per thread), so a hook that hands
+    the bucket to a worker thread calls it there, just before the collective. ``nbytes`` is what the
+    bucket carries before compression (``bucket.buffer().numel() * bucket.buffer().element_size()``).
+    Called on another thread, the CPU backend is unaffected and the CUPTI backend still measures
+    communication and exposed communication, but cannot attribute NCCL time to buckets.
 
     ``bucket_completed(index)``: call it when the bucket's result is ready, from a callback chained
     on the collective's future (``fut.then(...)``) BEFORE the future returned to DDP completes, so
@@ -157,7 +160,9 @@ class StepProbe:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Removes the gradient hooks; the probe records nothing more."""
+        """Removes the gradient hooks and stops the backend (CUPTI tracing ends here, so another
+        CUPTI client such as torch.profiler can start). Later calls raise RuntimeError."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._recorder.close()

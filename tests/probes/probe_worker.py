@@ -2,6 +2,8 @@
 
 The model is built for communication to dominate: a stack of wide Linear layers (many parameters)
 applied to a tiny batch (little compute). Rank 0 writes the probe's summary as JSON to --out.
+Communication: DDP's built-in allreduce (default), the minimal observed hook below (--hook), or
+acspeed's own hook when `import acspeed` applies a config (ACSPEED_CONFIG) that needs one.
 """
 import argparse
 import json
@@ -35,6 +37,8 @@ def main():
     ap.add_argument("--world-size", type=int, required=True)
     ap.add_argument("--store", required=True, help="file for torch.distributed's FileStore")
     ap.add_argument("--hook", action="store_true", help="register the observed allreduce hook")
+    ap.add_argument("--acspeed-hook", action="store_true",
+                    help="attach the probe to the comm hook acspeed registered (ACSPEED_CONFIG)")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--width", type=int, default=1024)
@@ -52,6 +56,9 @@ def main():
     assert isinstance(probe, BucketObserver)
     if args.hook:
         model.register_comm_hook(probe, observed_allreduce_hook)
+    if args.acspeed_hook:
+        from acspeed import hooks
+        hooks.attach_observer(model, probe)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(2, args.width)
 
@@ -68,6 +75,7 @@ def main():
 
     summary = probe.summary()
     summary["hook_registered"] = model._get_ddp_logging_data().get("comm_hook", "") != ""
+    summary["acspeed_hook"] = getattr(model, "_acspeed_hook_state", None) is not None
     summary["parameter_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
     if args.rank == 0:
         with open(args.out, "w") as f:

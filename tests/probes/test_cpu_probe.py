@@ -1,6 +1,7 @@
 """The probes from Python: StepProbe's API on one process, and the CPU backend on real gloo DDP runs
 (probe_worker.py, 1 or 2 local processes) with a model whose communication dominates."""
 import json
+import os
 import subprocess
 import sys
 
@@ -17,15 +18,24 @@ from acspeed.probes import BucketObserver, StepProbe, torch_profiler_active
 RUN_TIMEOUT_S = 180
 
 
-def run_ranks(tmp_path, world_size, hook, steps=6):
-    """Starts probe_worker.py once per rank and returns rank 0's summary."""
+def run_ranks(tmp_path, world_size, hook, steps=6, acspeed_config=None):
+    """Starts probe_worker.py once per rank and returns rank 0's summary. `import acspeed` is off
+    (ACSPEED_DISABLE=1) unless acspeed_config (a config JSON text) is given: then it applies that
+    config and the probe observes acspeed's hook."""
     out = tmp_path / "summary.json"
     store = tmp_path / "store"
     worker = __file__.replace("test_cpu_probe.py", "probe_worker.py")
     cmd = [sys.executable, worker, "--world-size", str(world_size), "--store", str(store),
            "--out", str(out), "--steps", str(steps)] + (["--hook"] if hook else [])
+    env = dict(os.environ, ACSPEED_DISABLE="1")
+    if acspeed_config is not None:
+        config_file = tmp_path / "config.json"
+        config_file.write_text(acspeed_config)
+        env = dict(os.environ, ACSPEED_CONFIG=str(config_file))
+        env.pop("ACSPEED_DISABLE", None)
+        cmd.append("--acspeed-hook")
     procs = [subprocess.Popen(cmd + ["--rank", str(r)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for r in range(world_size)]
+                              text=True, env=env) for r in range(world_size)]
     logs = []
     try:
         for p in procs:
@@ -69,6 +79,17 @@ def test_baseline_without_a_hook_is_measured_at_the_autograd_boundary(tmp_path):
     assert not s["hook_registered"]  # DDP's own allreduce path, untouched
     assert s["buckets"] == []  # no observer, no per-bucket times
     assert p50(s, "exposed_comm_s") > 0.2 * p50(s, "wall_s"), s
+
+
+@pytest.mark.slow
+def test_acspeeds_own_hook_reports_every_bucket_to_the_probe(tmp_path):
+    config = json.dumps({"version": 1, "algorithm": "allreduce", "streams": 2})
+    s = run_ranks(tmp_path, world_size=2, hook=False, acspeed_config=config)
+    assert s["acspeed_hook"], "acspeed registered no hook for a 2-stream config"
+    assert s["unmatched_events"] == 0
+    assert sum(b["bytes"] for b in s["buckets"]) == s["parameter_bytes"]
+    assert all(b["steps"] == 6 and b["comm_s_p50"] > 0 for b in s["buckets"]), s["buckets"]
+    assert p50(s, "exposed_comm_s") > 0.1 * p50(s, "wall_s"), s
 
 
 def small_model():

@@ -1,0 +1,283 @@
+"""The trial worker of `acspeed-tune`: long-lived DDP ranks that run one trial per tuner request.
+
+    python -m torch.distributed.run --nproc_per_node 2 ... -m acspeed.worker \
+        --model resnet18 --batch-size 8 --image-size 64 --precision fp32 --control /tmp/.../control.sock
+
+`acspeed-tune` launches it once under torchrun; it is not meant to be run by hand. Rank 0 connects
+to the tuner's Unix socket (`--control`) and speaks the versioned JSON-lines protocol documented in
+tuner/src/protocol.h; it broadcasts each request to the other ranks over a gloo group of its own.
+
+A trial: the model gets its initial weights back, is (re)wrapped in DDP with the trial's config
+(`acspeed.apply.wrap`, the same code `import acspeed` runs in training jobs), runs `warmup` untimed
+steps and `steps` timed steps on one fixed batch, and reports the per-step time (max over ranks), the
+first and last loss (mean over ranks; same weights and batch every trial, so losses of two configs
+are comparable), whether every loss stayed finite, and the probe breakdown (acspeed.probes) when the
+probes are built.
+
+Models: `--model NAME` is a torchvision classification model fed random images; `--model
+pkg.module:function` names a function returning (model, make_batch), where make_batch(batch_size)
+returns (inputs, targets). The loss is cross-entropy for integer targets, mean squared error
+otherwise.
+
+Any error in a trial is reported by rank 0 (when it is rank 0's) and ends the workers: a rank that
+failed inside a collective cannot rejoin the others, so the tuner records the trial as failed and
+starts fresh workers.
+"""
+import argparse
+import ctypes
+import importlib
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+PROTOCOL_VERSION = 1
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """torchrun starts each rank in its own session, so a killed torchrun (or tuner) would leave the
+    ranks behind: ask the kernel to kill this rank when its parent dies."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m acspeed.worker", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--precision", choices=["amp", "fp32", "fp16", "bf16"], default="fp32")
+    parser.add_argument("--control", help="the tuner's Unix socket (rank 0 only)")
+    return parser.parse_args(argv)
+
+
+def _build_model(spec: str, image_size: int):
+    """(model, make_batch) for `--model`."""
+    if ":" in spec:
+        module_name, _, function_name = spec.partition(":")
+        function = getattr(importlib.import_module(module_name), function_name, None)
+        if function is None:
+            raise ValueError(f"--model {spec}: module {module_name} has no function {function_name}")
+        built = function()
+        if not (isinstance(built, tuple) and len(built) == 2 and callable(built[1])):
+            raise ValueError(f"--model {spec}: the function must return (model, make_batch)")
+        return built
+    import torchvision  # noqa: PLC0415 - only torchvision models need it
+    names = torchvision.models.list_models(module=torchvision.models)
+    if spec not in names:
+        raise ValueError(f"--model '{spec}' is not a torchvision classification model nor pkg.module:function "
+                         f"(accepted e.g.: {', '.join(n for n in names if n.startswith('resnet'))}, ...)")
+    model = torchvision.models.get_model(spec, weights=None, num_classes=1000)
+
+    def make_batch(batch_size):
+        generator = torch.Generator().manual_seed(1234 + dist.get_rank())
+        images = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
+        labels = torch.randint(0, 1000, (batch_size,), generator=generator)
+        return images, labels
+
+    return model, make_batch
+
+
+def _loss(output, target):
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    if not target.is_floating_point():
+        return torch.nn.functional.cross_entropy(output.float(), target)
+    return torch.nn.functional.mse_loss(output.float(), target.float())
+
+
+class Trainer:
+    """One rank's model, batch and DDP wrapper; run() is one trial."""
+
+    def __init__(self, args, device: torch.device):
+        self.device = device
+        self.precision = args.precision
+        self.batch_size = args.batch_size
+        model, make_batch = _build_model(args.model, args.image_size)
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+        self.model = model.to(device=device, dtype=dtype) if dtype else model.to(device)
+        inputs, targets = make_batch(args.batch_size)
+        if dtype is not None and inputs.is_floating_point():
+            inputs = inputs.to(dtype)
+        self.inputs, self.targets = inputs.to(device), targets.to(device)
+        self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.ddp = None
+        self.probe = None
+        self.probe_name = ""
+        try:
+            from acspeed import probes  # noqa: PLC0415 - optional: the probes are a separate build
+            self._probes = probes
+        except ImportError:
+            self._probes = None
+
+    def params(self):
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def _autocast(self):
+        if self.precision != "amp":
+            return torch.autocast(self.device.type, enabled=False)
+        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def _rewrap(self, config_json: str) -> float:
+        from acspeed import apply  # noqa: PLC0415 - imports the DDP patch; the worker is its only caller here
+        if self.probe is not None:
+            self.probe.close()
+            self.probe = None
+        self.ddp = None
+        self.model.load_state_dict(self.initial_state)
+        start = time.perf_counter()
+        kwargs = {"device_ids": [self.device.index]} if self.device.type == "cuda" else {}
+        self.ddp = apply.wrap(self.model, config_json, **kwargs)
+        if self._probes is not None:
+            self.probe = self._probes.StepProbe(self.ddp)
+            self.probe_name = self.probe.backend
+            from acspeed import hooks  # noqa: PLC0415
+            if hooks.state_of(self.ddp) is not None:
+                hooks.attach_observer(self.ddp, self.probe)
+        return time.perf_counter() - start
+
+    def _sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def run(self, request: dict, control_group) -> dict:
+        rebuild_s = self._rewrap(json.dumps(request["config"]))
+        optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
+        scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
+        warmup, steps = int(request["warmup"]), int(request["steps"])
+        times, losses = [], []
+        for index in range(warmup + steps):
+            timed = index >= warmup
+            if timed and index == warmup and self.probe is not None:
+                self.probe.reset()
+            self._sync()
+            start = time.perf_counter()
+            if timed and self.probe is not None:
+                self.probe.step_begin()
+            optimizer.zero_grad(set_to_none=True)
+            with self._autocast():
+                loss = _loss(self.ddp(self.inputs), self.targets)
+            scaler.scale(loss).backward()
+            if timed and self.probe is not None:
+                self.probe.backward_end()
+            scaler.step(optimizer)
+            scaler.update()
+            if timed and self.probe is not None:
+                self.probe.step_end()
+            self._sync()
+            if timed:
+                times.append(time.perf_counter() - start)
+            losses.append(float(loss.detach()))
+        world = dist.get_world_size()
+        step_times = torch.tensor(times, dtype=torch.float64)
+        dist.all_reduce(step_times, op=dist.ReduceOp.MAX, group=control_group)
+        finite = all(math.isfinite(x) for x in losses)
+        summary = torch.tensor([losses[0], losses[-1], 1.0 if finite else 0.0], dtype=torch.float64)
+        flags = summary[2:].clone()
+        dist.all_reduce(summary, op=dist.ReduceOp.SUM, group=control_group)
+        dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=control_group)
+        result = {"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "ok",
+                  "step_times_s": step_times.tolist(), "loss_first": summary[0].item() / world,
+                  "loss": summary[1].item() / world, "finite": bool(flags[0].item() > 0), "rebuild_s": rebuild_s}
+        if self.probe is not None:
+            row = self.probe.summary([50.0], group=control_group)["rows"][0]
+            result.update(compute_s=row["compute_s"], comm_s=row["comm_s"],
+                          exposed_comm_s=row["exposed_comm_s"], probe=self.probe_name)
+        if not finite:  # JSON has no NaN: the flag says it, the values are dropped
+            result.pop("loss_first")
+            result.pop("loss")
+        return result
+
+
+class Control:
+    """Rank 0's line-oriented connection to the tuner."""
+
+    def __init__(self, path: str):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.reader = self.sock.makefile("r", encoding="utf-8")
+
+    def send(self, message: dict) -> None:
+        self.sock.sendall((json.dumps(message, allow_nan=False) + "\n").encode())
+
+    def receive(self) -> dict:
+        line = self.reader.readline()
+        if not line:  # the tuner is gone
+            return {"v": PROTOCOL_VERSION, "type": "stop"}
+        message = json.loads(line)
+        if message.get("v") != PROTOCOL_VERSION:
+            raise RuntimeError(f"tuner speaks protocol {message.get('v')}, this worker {PROTOCOL_VERSION}")
+        return message
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def main(argv=None) -> int:
+    _die_with_parent()
+    args = _parse_args(argv)
+    os.environ["ACSPEED_STRICT"] = "1"  # a config the hooks cannot realise must fail the trial, not fall back
+    use_cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    rank = dist.get_rank()
+    control_group = dist.new_group(backend="gloo")
+    control = Control(args.control) if rank == 0 else None
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    try:
+        trainer = Trainer(args, device)
+        from acspeed.decision import model_signature  # noqa: PLC0415 - the key `import acspeed` looks up
+        signature = model_signature(trainer.model)
+    except Exception as error:  # noqa: BLE001 - reported to the tuner, then the workers end
+        print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}", file=sys.stderr, flush=True)
+        if control is not None:
+            control.send({"v": PROTOCOL_VERSION, "type": "fatal", "error": _error_text(error)})
+        return 1
+    if control is not None:
+        params = trainer.params()
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
+        control.send({"v": PROTOCOL_VERSION, "type": "hello", "world_size": dist.get_world_size(),
+                      "nnodes": dist.get_world_size() // local_world, "local_world_size": local_world,
+                      "backend": dist.get_backend(), "device": device.type, "model": args.model,
+                      "model_signature": signature, "param_count": sum(p.numel() for p in params),
+                      "param_bytes": sum(p.numel() * p.element_size() for p in params),
+                      "torch_version": torch.__version__.split("+")[0], "batch_size": args.batch_size,
+                      "precision": args.precision, "probe": "" if trainer._probes is None else "acspeed.probes"})
+    while True:
+        box = [control.receive() if control is not None else None]
+        dist.broadcast_object_list(box, src=0, group=control_group)
+        request = box[0]
+        if request["type"] == "stop":
+            break
+        try:
+            result = trainer.run(request, control_group)
+        except Exception as error:  # noqa: BLE001 - the trial failed: say why, then end these workers
+            print(f"acspeed.worker rank {rank}: trial {request['id']} failed: {_error_text(error)}\n"
+                  f"{traceback.format_exc()}", file=sys.stderr, flush=True)
+            if control is not None:
+                control.send({"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "failed",
+                              "error": _error_text(error)})
+            return 1
+        if control is not None:
+            control.send(result)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+#include "protocol.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+
+namespace acspeed::tuner {
+namespace {
+
+TEST(Protocol, TrialRequestRoundTripsWithItsConfig) {
+  TrialRequest r;
+  r.id = 7;
+  r.config.bucket_cap_mb = 5;
+  r.config.algorithm = Algorithm::kReduceScatter;
+  r.config.streams = 2;
+  r.warmup = 2;
+  r.steps = 5;
+  const std::string line = encode_trial(r);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one message = one line";
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j.at("v"), kProtocolVersion);
+  EXPECT_EQ(j.at("type"), "trial");
+  EXPECT_EQ(j.at("config").at("algorithm"), "reduce_scatter");
+  const auto back = std::get<TrialRequest>(decode_tuner_message(line));
+  EXPECT_EQ(back.id, 7);
+  EXPECT_EQ(back.config, r.config);
+  EXPECT_EQ(back.steps, 5);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(decode_tuner_message(encode_stop())));
+}
+
+TEST(Protocol, WorkerMessagesDecode) {
+  WorkerHello h;
+  h.world_size = 4;
+  h.nnodes = 2;
+  h.local_world_size = 2;
+  h.backend = "gloo";
+  h.device = "cpu";
+  h.model = "tiny";
+  h.model_signature = "p4-0123456789abcdef";
+  h.param_count = 100;
+  h.param_bytes = 400;
+  h.torch_version = "2.15.0";
+  h.batch_size = 8;
+  h.precision = "fp32";
+  const auto hello = std::get<WorkerHello>(decode_worker_message(encode_hello(h)));
+  EXPECT_EQ(hello.world_size, 4);
+  EXPECT_EQ(hello.model_signature, h.model_signature);
+  EXPECT_EQ(hello.probe, "");
+
+  TrialReply ok;
+  ok.id = 3;
+  ok.ok = true;
+  ok.step_times_s = {0.1, 0.2};
+  ok.measured.loss = 1.5;
+  ok.measured.finite = false;
+  ok.measured.exposed_comm_s = 0.05;
+  const auto reply = std::get<TrialReply>(decode_worker_message(encode_reply(ok)));
+  EXPECT_TRUE(reply.ok);
+  EXPECT_EQ(reply.step_times_s, ok.step_times_s);
+  EXPECT_EQ(reply.measured.loss, 1.5);
+  EXPECT_FALSE(reply.measured.finite);
+  EXPECT_EQ(reply.measured.exposed_comm_s, 0.05);
+  EXPECT_FALSE(reply.measured.compute_s.has_value());
+
+  TrialReply failed;
+  failed.id = 4;
+  failed.error = "RuntimeError: boom";
+  const auto f = std::get<TrialReply>(decode_worker_message(encode_reply(failed)));
+  EXPECT_FALSE(f.ok);
+  EXPECT_EQ(f.error, "RuntimeError: boom");
+  const auto fatal = std::get<WorkerFatal>(decode_worker_message(R"({"v":1,"type":"fatal","error":"no model x"})"));
+  EXPECT_EQ(fatal.error, "no model x");
+}
+
+TEST(Protocol, RefusesOtherVersionsAndMalformedMessages) {
+  EXPECT_THROW(decode_worker_message(R"({"v":2,"type":"fatal","error":"x"})"), Error);
+  EXPECT_THROW(decode_worker_message("not json"), Error);
+  EXPECT_THROW(decode_worker_message(R"({"type":"fatal","error":"x"})"), Error);
+  EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"gossip"})"), Error);
+  EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"ok"})"), Error);
+  EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"ok","step_times_s":"fast"})"), Error);
+  EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"maybe"})"), Error);
+  EXPECT_THROW(decode_tuner_message(R"({"v":1,"type":"trial","id":1,"config":{"version":1,"streams":0},"warmup":1,"steps":1})"),
+               InvalidArgument);
+}
+
+}  // namespace
+}  // namespace acspeed::tuner

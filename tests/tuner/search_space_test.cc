@@ -1,0 +1,118 @@
+#include "search_space.h"
+
+#include <cstdlib>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+
+namespace acspeed::tuner {
+namespace {
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SearchSpace, ParsesLists) {
+  EXPECT_EQ(parse_bucket_list("--bucket-mb", "1,5,25,100"), (std::vector<double>{1, 5, 25, 100}));
+  EXPECT_EQ(parse_bucket_list("--bucket-mb", " 2.5 "), (std::vector<double>{2.5}));
+  EXPECT_EQ(parse_algorithm_list("--algorithms", "allreduce,hierarchical"),
+            (std::vector<Algorithm>{Algorithm::kAllreduce, Algorithm::kHierarchical}));
+  EXPECT_EQ(parse_streams_list("--streams", "1,2,4"), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(parse_compression_list("--compression", "none,fp16"),
+            (std::vector<Compression>{Compression::kNone, Compression::kFp16}));
+  EXPECT_EQ(parse_channels_list("--nccl-channels", "0,8"), (std::vector<int>{0, 8}));
+}
+
+TEST(SearchSpace, BadItemsNameTheValueAndWhatIsAccepted) {
+  auto msg = error_of([] { parse_bucket_list("--bucket-mb", "1,abc"); });
+  EXPECT_NE(msg.find("'abc'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--bucket-mb"), std::string::npos) << msg;
+  msg = error_of([] { parse_bucket_list("--bucket-mb", "-5"); });
+  EXPECT_NE(msg.find("'-5'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("> 0"), std::string::npos) << msg;
+  msg = error_of([] { parse_algorithm_list("--algorithms", "allreduce,ring"); });
+  EXPECT_NE(msg.find("'ring'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reduce_scatter"), std::string::npos) << msg;
+  msg = error_of([] { parse_streams_list("--streams", "0"); });
+  EXPECT_NE(msg.find("1 to 64"), std::string::npos) << msg;
+  msg = error_of([] { parse_compression_list("--compression", "int8"); });
+  EXPECT_NE(msg.find("fp16"), std::string::npos) << msg;
+  msg = error_of([] { parse_streams_list("--streams", "1,,2"); });
+  EXPECT_NE(msg.find("empty"), std::string::npos) << msg;
+  msg = error_of([] { parse_streams_list("--streams", "2,2"); });
+  EXPECT_NE(msg.find("twice"), std::string::npos) << msg;
+  msg = error_of([] { parse_nccl_choice_list("--nccl-protocols", "fast", {"ll", "simple"}); });
+  EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
+}
+
+TEST(SearchSpace, EnumeratesEveryPointOnceAndMapsToConfigs) {
+  SearchSpace space;
+  space.bucket_mb = {5, 25};
+  space.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
+  space.streams = {1, 2, 4};
+  ASSERT_EQ(space.size(), 12u);
+  std::set<std::string> configs;
+  for (size_t i = 0; i < space.size(); ++i) {
+    const Point p = space.point_at(i);
+    EXPECT_EQ(space.ordinal_of(p), i);
+    configs.insert(config_to_json(space.config_at(p)));
+  }
+  EXPECT_EQ(configs.size(), 12u);
+  const Point d = space.default_point();
+  EXPECT_TRUE(space.config_at(d).is_default());  // 25 MiB, allreduce, 1 stream = DDP's defaults
+  EXPECT_EQ(*space.config_at(space.point_at(0)).bucket_cap_mb, 5.0);
+  const auto j = nlohmann::json::parse(space.to_json());
+  EXPECT_EQ(j.at("size"), 12);
+  EXPECT_NE(space.describe().find("= 12 configs"), std::string::npos) << space.describe();
+}
+
+TEST(SearchSpace, DefaultPointIsNearestToDdpDefaults) {
+  SearchSpace space;
+  space.bucket_mb = {1, 10, 100};
+  space.streams = {2, 4};
+  const Point d = space.default_point();
+  EXPECT_EQ(space.bucket_mb[d[0]], 10.0);  // nearest to 25 MiB on a log scale
+  EXPECT_EQ(space.streams[d[2]], 2);       // 1 stream not in the space: the first value
+}
+
+TEST(SearchSpace, EnvironmentPinsAreNotSearched) {
+  ScopedEnv bucket("ACSPEED_BUCKET_MB", "8");
+  ScopedEnv streams("ACSPEED_STREAMS", "2");
+  SearchSpace space;
+  space.bucket_mb = {1, 5, 25};
+  space.streams = {1, 2, 4};
+  space.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
+  apply_pins(space);
+  EXPECT_EQ(space.bucket_mb, (std::vector<double>{8}));
+  EXPECT_EQ(space.streams, (std::vector<int>{2}));
+  EXPECT_EQ(space.algorithms.size(), 2u);
+  EXPECT_EQ(space.pinned.size(), 2u);
+  EXPECT_EQ(space.size(), 2u);
+}
+
+TEST(SearchSpace, BadPinIsAnError) {
+  ScopedEnv streams("ACSPEED_STREAMS", "abc");
+  SearchSpace space;
+  EXPECT_THROW(apply_pins(space), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace acspeed::tuner

@@ -1,0 +1,196 @@
+"""acspeed-tune end to end on the CPU: real torchrun workers (2 processes, gloo) tuning a tiny model
+(tests/tuner/tiny_models.py) into an isolated store; then `import acspeed` in a new job applies the
+stored decision. Also --dry-run, bad input, a crashed and a hung trial, kill -9 and --resume."""
+import json
+import os
+import pathlib
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+# Few, short trials: each session below runs in well under a minute on two cores.
+FAST = ["--warmup", "1", "--steps", "4", "--repeats", "3", "--nproc-per-node", "2", "--seed", "7"]
+
+
+@pytest.fixture()
+def tune(build_dir, isolated_store, monkeypatch):
+    binary = build_dir / "tuner" / "acspeed-tune"
+    if not binary.exists():
+        pytest.fail(f"{binary} is not built")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv("ACSPEED_PYTHON", sys.executable)
+
+    def run(*args, timeout=240, check=True, **kwargs):
+        result = subprocess.run([str(binary), "--db", str(isolated_store), *args], capture_output=True, text=True,
+                                timeout=timeout, **kwargs)
+        if check and result.returncode != 0:
+            pytest.fail(f"acspeed-tune {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        return result
+    run.binary = binary
+    return run
+
+
+def rows(db, sql, *params):
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(sql, params)]
+
+
+def worker_pids(marker: str):
+    """Live processes whose command line contains `marker` (read-only look at /proc)."""
+    pids = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "acspeed.worker" in cmdline and marker in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
+    result = tune("--model", "resnet50", "--precision", "amp", "--bucket-mb", "1,5,25,100", "--streams", "1,2,4",
+                  "--algorithms", "allreduce,reduce_scatter", "--seed", "3", "--dry-run")
+    out = result.stdout
+    assert "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2,4 x compression none = 24 configs" in out
+    assert "strategy: descent" in out and "seed 3" in out
+    assert "torch.distributed.run" in out and "acspeed.worker" in out
+    assert "nothing launched" in out
+    assert not isolated_store.exists()
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--bucket-mb", "1,-5"], "'-5'"),
+    (["--algorithms", "allreduce,ring"], "'ring'"),
+    (["--streams", "two"], "'two'"),
+    (["--precision", "fp8"], "'fp8'"),
+    (["--steps", "0"], "'0'"),
+    (["--strategy", "anneal"], "'anneal'"),
+    (["--nccl-channels", "8"], "needs a GPU"),
+])
+def test_bad_values_are_one_line_usage_errors(tune, args, named):
+    result = tune("--model", "resnet18", *args, "--dry-run", check=False)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and named in lines[0], result.stderr
+
+
+def test_bad_env_pin_is_a_usage_error(tune, monkeypatch):
+    monkeypatch.setenv("ACSPEED_STREAMS", "abc")
+    result = tune("--model", "resnet18", "--dry-run", check=False)
+    assert result.returncode == 2 and "ACSPEED_STREAMS" in result.stderr
+
+
+def test_pinned_knob_is_not_searched(tune, monkeypatch):
+    monkeypatch.setenv("ACSPEED_STREAMS", "2")
+    out = tune("--model", "resnet18", "--streams", "1,2,4", "--dry-run").stdout
+    assert "streams 2 x" in out and "pinned (not searched): streams (ACSPEED_STREAMS)" in out
+
+
+@pytest.mark.slow
+def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_store, repo_root, tmp_path):
+    result = tune("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
+                  "--streams", "1,2", "--strategy", "grid", *FAST)
+    sessions = rows(isolated_store, "SELECT * FROM sessions")
+    assert len(sessions) == 1 and sessions[0]["status"] == "done"
+    assert sessions[0]["seed"] == 7 and sessions[0]["strategy"] == "grid"
+    assert json.loads(sessions[0]["search_space_json"])["size"] == 4
+    assert json.loads(sessions[0]["versions_json"])["torch"]
+    trials = rows(isolated_store, "SELECT * FROM trials WHERE session_id = ?", sessions[0]["id"])
+    search = [t for t in trials if t["role"] == "search"]
+    assert len(search) == 4 and all(t["status"] == "ok" for t in search), trials
+    assert len({t["config_json"] for t in search}) == 4
+    for t in search:
+        assert len(json.loads(t["step_times_json"])) == 4
+        metrics = json.loads(t["metrics_json"])
+        assert metrics["p50_s"] > 0 and metrics["finite"] is True and metrics["steps"] == 4
+    decisions = rows(isolated_store, "SELECT * FROM decisions WHERE active = 1")
+    assert len(decisions) == 1, decisions
+    decision = decisions[0]
+    assert decision["session_id"] == sessions[0]["id"] and decision["world_size"] == 2
+    pairs = [t for t in trials if t["role"] in ("candidate", "baseline")]
+    if pairs:  # the best search config was not DDP's defaults: it was confirmed in >= 3 pairs
+        assert len(pairs) == 6
+        evidence = json.loads(decision["evidence_json"])
+        assert len(evidence["pairs"]) == 3 and decision["ci_low"] is not None
+        assert (decision["ci_low"] > 1) == (json.loads(decision["config_json"]) == evidence["candidate"])
+    assert f"decision {decision['id']}" in result.stdout
+
+    # A new job with `import acspeed` finds that decision and applies exactly its config.
+    env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store))
+    bench = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(repo_root / "examples" / "Pytorch_ddp_benchmark.py"), "--model", "tiny_models:mlp", "--steps", "3"],
+        capture_output=True, text=True, timeout=180, env=env)
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    sys.path.insert(0, str(repo_root / "python"))
+    from acspeed import _core  # noqa: PLC0415
+    described = _core.config_describe(decision["config_json"])
+    assert f"applied decision #{decision['id']} ({described})" in bench.stdout + bench.stderr, bench.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, status", [("raise", "failed"), ("hang", "timeout")])
+def test_a_crashed_or_hung_trial_is_recorded_and_the_session_completes(tune, isolated_store, tmp_path, monkeypatch,
+                                                                        fault, status):
+    monkeypatch.setenv("TINY_FAULT", fault)
+    monkeypatch.setenv("TINY_FAULT_AT", "6")  # first forward of the second trial (1 warm-up + 4 steps each)
+    monkeypatch.setenv("TINY_FAULT_MARKER", str(tmp_path / "fault-injected"))
+    result = tune("--model", "tiny_models:faulty_mlp", "--bucket-mb", "1,5,25", "--algorithms", "allreduce",
+                  "--streams", "1", "--strategy", "grid", "--trial-timeout", "8", *FAST)
+    assert (tmp_path / "fault-injected").exists()
+    trials = rows(isolated_store, "SELECT * FROM trials WHERE role = 'search' ORDER BY ordinal")
+    assert [t["status"] for t in trials] == ["ok", status, "ok"], trials
+    assert ("injected failure" in trials[1]["error"]) if fault == "raise" else ("timeout" in trials[1]["error"])
+    assert rows(isolated_store, "SELECT status FROM sessions")[0]["status"] == "done"
+    assert len(rows(isolated_store, "SELECT * FROM decisions WHERE active = 1")) == 1
+    assert ("FAILED" if fault == "raise" else "TIMEOUT") in result.stdout
+
+
+@pytest.mark.slow
+def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_store, tmp_path):
+    args = ["--model", "tiny_models:mlp", "--bucket-mb", "1,2,5,25", "--algorithms", "allreduce", "--streams", "1",
+            "--strategy", "grid", "--batch-size", "6", *FAST]
+    tuner = subprocess.Popen([str(tune.binary), "--db", str(isolated_store), *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        done = []
+        while time.monotonic() < deadline:
+            if isolated_store.exists():
+                done = rows(isolated_store, "SELECT * FROM trials")
+                if len(done) >= 2:
+                    break
+            time.sleep(0.2)
+        assert len(done) >= 2, "no trial finished in time"
+    finally:
+        os.kill(tuner.pid, signal.SIGKILL)
+        tuner.wait()
+    # The workers die with the tuner (parent-death signal on torchrun and on every rank).
+    deadline = time.monotonic() + 20
+    while worker_pids("--batch-size 6") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker_pids("--batch-size 6") == []
+    before = rows(isolated_store, "SELECT * FROM trials ORDER BY ordinal")
+    assert len(before) >= 2 and rows(isolated_store, "SELECT status FROM sessions")[0]["status"] == "running"
+
+    result = tune("--resume", "1")
+    assert "resuming session 1" in result.stdout
+    after = rows(isolated_store, "SELECT * FROM trials ORDER BY ordinal")
+    assert after[:len(before)] == before, "stored trials are kept as they were"
+    search = [t for t in after if t["role"] == "search"]
+    assert sorted(t["config_json"] for t in search) == sorted({t["config_json"] for t in search}), \
+        "a config measured before the kill is not measured again"
+    assert len(search) == 4
+    assert rows(isolated_store, "SELECT status FROM sessions")[0]["status"] == "done"
+    assert rows(isolated_store, "SELECT session_id FROM decisions WHERE active = 1")[0]["session_id"] == 1
+    again = tune("--resume", "1", check=False)
+    assert again.returncode == 2 and "already done" in again.stderr

@@ -1,0 +1,55 @@
+"""Tiny models for the tuner's end-to-end tests (`--model tiny_models:mlp`): small enough that a
+trial takes well under a second on two CPU processes, with enough parameters for a few buckets.
+
+`tiny_models:faulty_mlp` injects one fault on rank 0, once per test (a marker file remembers it):
+TINY_FAULT=raise|hang, TINY_FAULT_AT=N (the N-th forward call of the worker process),
+TINY_FAULT_MARKER=PATH. It lets a test check that a crashed or hung trial is recorded as failed or
+timed out and that the tuner goes on with fresh workers."""
+import os
+import time
+
+import torch
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.Sequential(
+            torch.nn.Linear(64, 256), torch.nn.ReLU(),
+            torch.nn.Linear(256, 256), torch.nn.ReLU(),
+            torch.nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class _FaultyMlp(_Mlp):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        marker = os.environ["TINY_FAULT_MARKER"]
+        if (os.environ.get("RANK") == "0" and self.calls == int(os.environ["TINY_FAULT_AT"])
+                and not os.path.exists(marker)):
+            open(marker, "w").close()
+            if os.environ["TINY_FAULT"] == "hang":
+                time.sleep(3600)
+            raise RuntimeError("tiny_models: injected failure")
+        return super().forward(x)
+
+
+def _make_batch(batch_size):
+    generator = torch.Generator().manual_seed(7)
+    return torch.randn(batch_size, 64, generator=generator), torch.randint(0, 10, (batch_size,), generator=generator)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return _Mlp(), _make_batch
+
+
+def faulty_mlp():
+    torch.manual_seed(0)
+    return _FaultyMlp(), _make_batch

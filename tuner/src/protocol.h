@@ -1,0 +1,83 @@
+// The tuner <-> rank 0 protocol: one JSON object per line over a local (Unix) socket that the tuner
+// listens on and rank 0 connects to (`python -m acspeed.worker --control PATH`). Every message
+// carries "v": kProtocolVersion and a "type"; a message of another version is refused.
+//
+//   worker -> tuner  {"v":1,"type":"hello","world_size":4,"nnodes":2,"local_world_size":2,
+//                     "backend":"gloo","device":"cpu","model":"resnet18","model_signature":"p62-...",
+//                     "param_count":11689512,"param_bytes":46758048,"torch_version":"2.15.0",
+//                     "batch_size":8,"precision":"fp32","probe":"cpu-timers"}
+//                    {"v":1,"type":"fatal","error":"..."}        (setup failed; the worker exits)
+//   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5}
+//   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
+//                     "loss_first":6.9,"loss":6.8,"finite":true,"rebuild_s":0.4,
+//                     "compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers"}
+//                    {"v":1,"type":"result","id":7,"status":"failed","error":"RuntimeError: ..."}
+//   tuner -> worker  {"v":1,"type":"stop"}
+// Rank 0 broadcasts each tuner message to the other ranks; step times are the max over ranks per
+// step, losses the mean over ranks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "acspeed/config.h"
+#include "trial_metrics.h"
+
+namespace acspeed::tuner {
+
+inline constexpr int kProtocolVersion = 1;
+
+struct WorkerHello {
+  int world_size = 0;
+  int nnodes = 1;
+  int local_world_size = 0;
+  std::string backend;  // gloo|nccl
+  std::string device;   // cpu|cuda
+  std::string model;
+  std::string model_signature;
+  int64_t param_count = 0;
+  int64_t param_bytes = 0;
+  std::string torch_version;
+  int batch_size = 0;
+  std::string precision;
+  std::string probe;  // empty when no probe is available
+};
+
+struct WorkerFatal {
+  std::string error;
+};
+
+struct TrialRequest {
+  int64_t id = 0;
+  CommConfig config;
+  int warmup = 0;
+  int steps = 0;
+};
+
+struct TrialReply {
+  int64_t id = 0;
+  bool ok = false;
+  std::string error;                 // when !ok
+  std::vector<double> step_times_s;  // max over ranks per step
+  // Worker-side measurements: loss_first, loss, finite, rebuild_s and the probe breakdown.
+  TrialMetrics measured;
+};
+
+using WorkerMessage = std::variant<WorkerHello, WorkerFatal, TrialReply>;
+
+std::string encode_trial(const TrialRequest& request);
+std::string encode_stop();
+// Decodes one line from rank 0; throws Error naming what is wrong (not JSON, other version,
+// unknown type, missing field).
+WorkerMessage decode_worker_message(const std::string& line);
+
+// The worker side of the protocol, used by tests that play rank 0.
+std::string encode_hello(const WorkerHello& hello);
+std::string encode_reply(const TrialReply& reply);
+// The tuner side decoded: "trial" or "stop".
+std::variant<TrialRequest, std::monostate> decode_tuner_message(const std::string& line);
+
+}  // namespace acspeed::tuner

@@ -1,0 +1,389 @@
+#include "trial_runner.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "acspeed/error.h"
+#include "acspeed/log.h"
+
+extern char** environ;
+
+namespace acspeed::tuner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_interrupted{false};
+
+int free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) ACS_THROW(Error, "socket(): {}", std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    ACS_THROW(Error, "cannot find a free local port: {}", std::strerror(errno));
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The environment the workers get: ours, with python_path in front of PYTHONPATH.
+std::vector<std::string> worker_environment(const std::string& python_path) {
+  std::vector<std::string> env;
+  std::string pythonpath = python_path;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (entry.rfind("PYTHONPATH=", 0) == 0) {
+      const std::string old = entry.substr(11);
+      if (!old.empty()) pythonpath = python_path.empty() ? old : python_path + ":" + old;
+      continue;
+    }
+    env.push_back(std::move(entry));
+  }
+  if (!pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& items) {
+  std::vector<char*> out;
+  for (auto& item : items) out.push_back(item.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Forks and execs argv with env, output appended to log_path, in its own process group, killed
+// when this process dies. Everything the child needs is prepared before fork().
+pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::string& log_path) {
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) ACS_THROW(Error, "cannot open worker log {}: {}", log_path, std::strerror(errno));
+  auto args = c_strings(argv);
+  auto envp = c_strings(env);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    ACS_THROW(Error, "fork(): {}", std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    execvpe(args[0], args.data(), envp.data());
+    const char msg[] = "acspeed-tune: cannot start the worker interpreter\n";
+    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  close(log_fd);
+  return pid;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("signal {}", WTERMSIG(status));
+  return "unknown status";
+}
+
+}  // namespace
+
+void request_interrupt() { g_interrupted = true; }
+bool interrupt_requested() { return g_interrupted; }
+
+std::string_view to_string(TrialStatus status) {
+  switch (status) {
+    case TrialStatus::kOk:
+      return "ok";
+    case TrialStatus::kFailed:
+      return "failed";
+    case TrialStatus::kTimeout:
+      return "timeout";
+  }
+  return "failed";
+}
+
+std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, const std::string& control) {
+  std::vector<std::string> argv = {l.python,
+                                   "-m",
+                                   "torch.distributed.run",
+                                   fmt::format("--nnodes={}", l.nnodes),
+                                   fmt::format("--node_rank={}", l.node_rank),
+                                   fmt::format("--nproc_per_node={}", l.nproc_per_node),
+                                   fmt::format("--master_addr={}", l.master_addr),
+                                   fmt::format("--master_port={}", master_port),
+                                   "--max_restarts=0",
+                                   "-m",
+                                   "acspeed.worker"};
+  argv.insert(argv.end(), l.worker_args.begin(), l.worker_args.end());
+  if (!control.empty()) {
+    argv.push_back("--control");
+    argv.push_back(control);
+  }
+  return argv;
+}
+
+WorkerGroup::WorkerGroup(WorkerLaunch launch) : launch_(std::move(launch)) {
+  socket_path_ = launch_.work_dir + "/control.sock";
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof(addr.sun_path)) {
+    ACS_THROW(Error, "work folder path too long for a Unix socket: {}", socket_path_);
+  }
+  std::strncpy(addr.sun_path, socket_path_.c_str(), sizeof(addr.sun_path) - 1);
+  unlink(socket_path_.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd_, 4) != 0) {
+    ACS_THROW(Error, "cannot listen on {}: {}", socket_path_, std::strerror(errno));
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    ACS_WARN("stopping the workers: {}", e.what());
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  unlink(socket_path_.c_str());
+}
+
+bool WorkerGroup::child_alive() {
+  if (child_ < 0 || child_reaped_) return false;
+  const pid_t r = waitpid(child_, &child_status_, WNOHANG);
+  if (r == child_) child_reaped_ = true;
+  return !child_reaped_;
+}
+
+void WorkerGroup::launch() {
+  ++launches_;
+  log_path_ = fmt::format("{}/workers-{}.log", launch_.work_dir, launches_);
+  const int port = launch_.master_port != 0 ? launch_.master_port : free_local_port();
+  const auto argv = torchrun_argv(launch_, port, socket_path_);
+  ACS_DEBUG("launching workers: {}", fmt::join(argv, " "));
+  child_ = spawn(argv, worker_environment(launch_.python_path), log_path_);
+  child_reaped_ = false;
+  buffer_.clear();
+  // Wait for rank 0 to connect, watching the launcher.
+  const auto deadline = Clock::now() + launch_.start_timeout;
+  while (conn_fd_ < 0) {
+    if (interrupt_requested()) throw Interrupted();
+    if (!child_alive()) {
+      ACS_THROW(Error, "the workers ended before rank 0 connected ({}): {}", describe_exit(child_status_),
+                failure_text());
+    }
+    if (Clock::now() > deadline) {
+      kill_workers();
+      ACS_THROW(Error, "rank 0 did not connect within {} s: {}", launch_.start_timeout.count(), failure_text());
+    }
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    if (poll(&pfd, 1, 200) > 0) conn_fd_ = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+}
+
+const WorkerHello& WorkerGroup::start() {
+  if (conn_fd_ >= 0 && child_alive()) return *hello_;
+  kill_workers();
+  launch();
+  bool eof = false;
+  const auto line = read_line(Clock::now() + launch_.start_timeout, &eof);
+  if (!line) {
+    const std::string why = eof ? failure_text() : "no hello from rank 0 in time";
+    kill_workers();
+    ACS_THROW(Error, "the workers did not start: {}", why);
+  }
+  const auto message = decode_worker_message(*line);
+  if (const auto* fatal = std::get_if<WorkerFatal>(&message)) {
+    kill_workers();
+    ACS_THROW(Error, "the workers could not start: {}", fatal->error);
+  }
+  const auto* hello = std::get_if<WorkerHello>(&message);
+  if (hello == nullptr) {
+    kill_workers();
+    ACS_THROW(Error, "protocol: rank 0 sent something else than hello first: {}", *line);
+  }
+  if (hello_ && hello->model_signature != hello_->model_signature) {
+    kill_workers();
+    ACS_THROW(Error, "restarted workers report model signature {} instead of {}", hello->model_signature,
+              hello_->model_signature);
+  }
+  hello_ = *hello;
+  return *hello_;
+}
+
+std::optional<std::string> WorkerGroup::read_line(Clock::time_point deadline, bool* eof) {
+  *eof = false;
+  for (;;) {
+    const size_t newline = buffer_.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    if (interrupt_requested()) throw Interrupted();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    pollfd pfd{conn_fd_, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 200)));
+    if (ready < 0 && errno != EINTR) ACS_THROW(Error, "poll(): {}", std::strerror(errno));
+    if (ready <= 0) continue;
+    char chunk[65536];
+    const ssize_t n = read(conn_fd_, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *eof = true;
+      return std::nullopt;
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds timeout) {
+  TrialOutcome outcome;
+  const auto started = Clock::now();
+  auto finish = [&](TrialStatus status, std::string error) {
+    outcome.status = status;
+    outcome.error = std::move(error);
+    outcome.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
+    if (status != TrialStatus::kOk) kill_workers();
+    return outcome;
+  };
+  try {
+    start();
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const Error& e) {
+    return finish(TrialStatus::kFailed, e.what());
+  }
+  const std::string line = encode_trial(request) + "\n";
+  if (send(conn_fd_, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    return finish(TrialStatus::kFailed, "lost the connection to rank 0: " + failure_text());
+  }
+  bool eof = false;
+  const auto reply_line = read_line(Clock::now() + timeout, &eof);
+  if (!reply_line) {
+    if (eof) {
+      // Give the launcher a moment to collect the ranks' exit codes into the log.
+      for (int i = 0; i < 50 && child_alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return finish(TrialStatus::kFailed, failure_text());
+    }
+    return finish(TrialStatus::kTimeout, fmt::format("no result within the trial timeout of {} s", timeout.count()));
+  }
+  WorkerMessage message;
+  try {
+    message = decode_worker_message(*reply_line);
+  } catch (const Error& e) {
+    return finish(TrialStatus::kFailed, e.what());
+  }
+  const auto* reply = std::get_if<TrialReply>(&message);
+  if (reply == nullptr || reply->id != request.id) {
+    return finish(TrialStatus::kFailed, fmt::format("protocol: expected the result of trial {}, got {}", request.id,
+                                                    reply_line->substr(0, 200)));
+  }
+  outcome.reply = *reply;
+  if (!reply->ok) return finish(TrialStatus::kFailed, reply->error);
+  return finish(TrialStatus::kOk, "");
+}
+
+void WorkerGroup::kill_workers() {
+  if (conn_fd_ >= 0) {
+    close(conn_fd_);
+    conn_fd_ = -1;
+  }
+  if (child_ > 0 && !child_reaped_) {
+    // torchrun's ranks run in sessions of their own and die with it (parent-death signal).
+    kill(-child_, SIGKILL);
+    kill(child_, SIGKILL);
+    while (waitpid(child_, &child_status_, 0) < 0 && errno == EINTR) {
+    }
+    child_reaped_ = true;
+  }
+  child_ = -1;
+}
+
+void WorkerGroup::stop() {
+  if (conn_fd_ >= 0 && child_alive()) {
+    const std::string line = encode_stop() + "\n";
+    send(conn_fd_, line.data(), line.size(), MSG_NOSIGNAL);
+    for (int i = 0; i < 300 && child_alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill_workers();
+}
+
+std::string WorkerGroup::failure_text() const {
+  // The workers' own explanation: acspeed.worker's "failed:" line, else the last error line.
+  std::ifstream in(log_path_);
+  std::string line, worker_line, error_line, last_line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    last_line = line;
+    if (line.find("acspeed.worker") != std::string::npos && line.find("failed:") != std::string::npos) {
+      worker_line = line;
+    } else if (line.find("Error") != std::string::npos || line.find("error") != std::string::npos) {
+      error_line = line;
+    }
+  }
+  std::string text = !worker_line.empty() ? worker_line : !error_line.empty() ? error_line : last_line;
+  if (text.empty()) text = "the workers ended without output";
+  return fmt::format("{} (log: {})", text, log_path_);
+}
+
+int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up) {
+  if (launch.master_port == 0) ACS_THROW(InvalidArgument, "nodes other than 0 need --master-port");
+  auto last_success = Clock::now();
+  for (int attempt = 1;; ++attempt) {
+    if (interrupt_requested()) return 130;
+    const std::string log_path = fmt::format("{}/workers-{}.log", launch.work_dir, attempt);
+    const auto argv = torchrun_argv(launch, launch.master_port, "");
+    const auto started = Clock::now();
+    const pid_t pid = spawn(argv, worker_environment(launch.python_path), log_path);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) break;
+      if (interrupt_requested()) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+      }
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      fmt::print("node {}: workers ended cleanly (node 0 finished)\n", launch.node_rank);
+      return 0;
+    }
+    // A run that lasted long enough had joined node 0's workers; a quick failure had not.
+    if (Clock::now() - started > std::chrono::seconds(30)) last_success = Clock::now();
+    fmt::print("node {}: workers ended ({}); relaunching to rejoin node 0\n", launch.node_rank, describe_exit(status));
+    std::fflush(stdout);
+    if (Clock::now() - last_success > give_up) {
+      fmt::print(stderr, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})\n", launch.node_rank,
+                 give_up.count(), log_path);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+}  // namespace acspeed::tuner

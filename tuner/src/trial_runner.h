@@ -1,0 +1,100 @@
+// Long-lived trial workers: `python -m torch.distributed.run ... -m acspeed.worker` launched once
+// and reused for every trial (re-wrapping DDP in live workers costs <= 1.5 s, a fresh launch 3-11 s).
+//
+// The tuner listens on a Unix socket in its work folder; rank 0 connects and speaks protocol.h.
+// torchrun runs in its own process group with a parent-death signal, and every rank asks for one
+// too (acspeed/worker.py), so workers die with the tuner, even on kill -9. A trial that fails or
+// outlives its timeout ends the workers (a rank that failed inside a collective cannot rejoin);
+// the next trial starts fresh ones. argv goes to execvp as is: no shell sees user strings.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "protocol.h"
+
+namespace acspeed::tuner {
+
+struct WorkerLaunch {
+  std::string python;                    // interpreter (ACSPEED_PYTHON / the recorded one)
+  std::string python_path;               // prepended to PYTHONPATH: where the acspeed package lives
+  std::vector<std::string> worker_args;  // after `-m acspeed.worker`: --model NAME --batch-size N ...
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc_per_node = 2;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free local port for each launch (single node only)
+  std::string work_dir;  // socket and worker logs (must exist)
+  std::chrono::seconds start_timeout{600};  // from launch to rank 0's hello (model build, rendezvous)
+};
+
+enum class TrialStatus { kOk, kFailed, kTimeout };
+std::string_view to_string(TrialStatus status);
+
+struct TrialOutcome {
+  TrialStatus status = TrialStatus::kFailed;
+  std::string error;  // failed / timeout: why
+  TrialReply reply;   // ok: what rank 0 reported
+  double wall_s = 0;  // request to result, as the tuner saw it
+};
+
+// The argv that launches one node's workers (shown by --dry-run, used by WorkerGroup).
+std::vector<std::string> torchrun_argv(const WorkerLaunch& launch, int master_port, const std::string& control);
+
+class WorkerGroup {
+ public:
+  // Node 0 only: the group this tuner talks to.
+  explicit WorkerGroup(WorkerLaunch launch);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Launches the workers unless they run, and waits for rank 0's hello. Throws Error with the
+  // workers' own error when they cannot start (bad model name, rendezvous timeout...).
+  const WorkerHello& start();
+  // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
+  TrialOutcome run(const TrialRequest& request, std::chrono::seconds timeout);
+  // Asks the workers to end, then kills what is left.
+  void stop();
+
+  int launches() const { return launches_; }
+  const std::optional<WorkerHello>& hello() const { return hello_; }
+
+ private:
+  void launch();
+  void kill_workers();
+  std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline, bool* eof);
+  std::string failure_text() const;
+  bool child_alive();
+
+  WorkerLaunch launch_;
+  std::string socket_path_;
+  int listen_fd_ = -1;
+  int conn_fd_ = -1;
+  pid_t child_ = -1;
+  int child_status_ = 0;
+  bool child_reaped_ = false;
+  std::string buffer_;
+  std::string log_path_;
+  int launches_ = 0;
+  std::optional<WorkerHello> hello_;
+};
+
+// Nodes other than 0: launches the local workers and relaunches them whenever node 0 restarts its
+// own (a failed trial), until the workers end cleanly (node 0 sent "stop") or `give_up` passes
+// without a successful rendezvous. Returns the process exit code.
+int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up);
+
+// Set by SIGINT/SIGTERM handlers: waits in WorkerGroup give up with Interrupted.
+void request_interrupt();
+bool interrupt_requested();
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+}  // namespace acspeed::tuner
