@@ -404,4 +404,12 @@ def store_lookup(rank: int, world_size: int) -> dict:
             out[name] = {"hook": state is not None, "cap": ddp.bucket_bytes_cap,
                          "streams": len(state.lanes) if state else 0, "log": captured.take()}
             train(ddp, rank, steps=2)
+    # acspeed.configure(precision=...) takes precedence over ACSPEED_PRECISION.
+    acspeed.configure(precision="bf16")
+    try:
+        with environment(ACSPEED_PRECISION="amp"):
+            DDP(make_model())
+            out["configured_precision"] = {"log": captured.take()}
+    finally:
+        acspeed.configure(precision=None)
     return out

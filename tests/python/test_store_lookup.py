@@ -46,5 +46,6 @@ def test_stored_decisions_reach_every_rank(build_dir, tmp_path):
     assert all(len(value) == 1 for value in lines.values()), lines
     assert lines["exact"][0].startswith("applied decision #1 (bucket 0.5 MiB, reduce_scatter, 2 streams) stored for test-box")
     assert "no decision for bf16; using amp" in lines["other_precision"][0]
+    assert "no decision for bf16; using amp" in lines["configured_precision"][0]
     assert "no stored decision for other-box" in lines["other_instance"][0] and "test-box" in lines["other_instance"][0]
     assert "torch 1.13.1" in lines["version_mismatch"][0] and "re-run acspeed-tune" in lines["version_mismatch"][0]

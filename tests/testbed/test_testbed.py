@@ -156,6 +156,20 @@ def test_interrupt_tears_everything_down(testbed, cluster):
 
 @needs_root
 @slow
+def test_a_run_whose_caller_went_away_still_tears_down(testbed, cluster):
+    """The caller died (its pipes are closed, writes fail with EPIPE), then SIGTERM: no abort, no leftovers."""
+    name, state_dir = cluster
+    proc = subprocess.Popen([testbed, "--state-dir", state_dir, "run", "2x1@1gbit", "--name", name,
+                             "--", "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until_up(state_dir, name, proc)
+    proc.stdout.close()
+    proc.stderr.close()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+
+
+@needs_root
+@slow
 def test_down_removes_what_a_killed_run_left(testbed, cluster):
     name, state_dir = cluster
     proc = subprocess.Popen([testbed, "--state-dir", state_dir, "run", "2x1@1gbit", "--name", name,

@@ -18,7 +18,6 @@
 
 #include <fmt/format.h>
 
-#include "acspeed/log.h"
 #include "acspeed/testbed/net_plan.h"
 #include "acspeed/testbed/process.h"
 
@@ -45,7 +44,7 @@ bool path_exists(const std::string& path) {
 void kill_netns_processes(const std::string& netns, double grace_s, std::vector<std::string>& problems) {
   auto pids = pids_in_netns(netns);
   if (pids.empty()) return;
-  ACS_INFO("testbed: stopping {} process(es) left in {}", pids.size(), netns);
+  notice(fmt::format("acspeed-testbed: stopping {} process(es) left in {}", pids.size(), netns));
   for (pid_t pid : pids) kill(pid, SIGTERM);
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   while (!pids.empty() && std::chrono::steady_clock::now() < until) {
@@ -134,26 +133,35 @@ ClusterState bring_up(const UpOptions& options) {
     }
     throw_if_interrupted();
   } catch (...) {
-    for (const auto& problem : tear_down(state, options.state_dir)) ACS_WARN("testbed: {}", problem);
+    for (const auto& problem : tear_down(state, options.state_dir)) notice("acspeed-testbed: " + problem);
     throw;
   }
-  ACS_INFO("testbed: cluster {} is up: {} node(s), {}", state.name, layout.nodes.size(), state.profile);
   return state;
 }
 
 std::vector<std::string> tear_down(const ClusterState& state, const std::string& state_dir, double grace_s) {
+  // Every step is attempted whatever the previous one did (a log line to a closed stderr included).
   std::vector<std::string> problems;
   for (const auto& ns : state.netns) {
-    if (!path_exists(netns_path(ns))) continue;
-    kill_netns_processes(ns, grace_s, problems);
-    const auto result = run_tool({"ip", "netns", "del", ns}, {}, false);
-    if (result.exit_code != 0 && path_exists(netns_path(ns))) {
-      problems.push_back(fmt::format("could not delete namespace {}: {}", ns, result.output));
+    try {
+      if (!path_exists(netns_path(ns))) continue;
+      kill_netns_processes(ns, grace_s, problems);
+      const auto result = run_tool({"ip", "netns", "del", ns}, {}, false);
+      if (result.exit_code != 0 && path_exists(netns_path(ns))) {
+        problems.push_back(fmt::format("could not delete namespace {}: {}", ns, result.output));
+      }
+    } catch (const std::exception& e) {
+      problems.push_back(fmt::format("removing namespace {}: {}", ns, e.what()));
     }
   }
-  if (problems.empty()) {
-    remove_state(state_dir, state.name);
-    ACS_INFO("testbed: cluster {} is down", state.name);
+  bool removed = false;
+  for (const auto& ns : state.netns) removed = removed || path_exists(netns_path(ns));
+  if (!removed) {
+    try {
+      remove_state(state_dir, state.name);
+    } catch (const std::exception& e) {
+      problems.push_back(e.what());
+    }
   } else {
     problems.push_back(fmt::format("kept {} so `acspeed-testbed down {}` can retry",
                                    state_path(state_dir, state.name), state.name));

@@ -116,10 +116,10 @@ std::vector<int> allowed_cpus() {
 
 void print_cluster(const ClusterState& state) {
   const ClusterLayout layout = layout_of(state);
-  fmt::print(stderr, "acspeed-testbed: cluster {} ({}), master {}:{}\n", state.name, state.profile,
-             layout.nodes.front().address, state.master_port);
+  notice(fmt::format("acspeed-testbed: cluster {} ({}), master {}:{}", state.name, state.profile,
+             layout.nodes.front().address, state.master_port));
   for (const auto& node : layout.nodes) {
-    fmt::print(stderr, "  node {}: {} {} in netns {}\n", node.rank, node.ifname, node.address, node.netns);
+    notice(fmt::format("  node {}: {} {} in netns {}", node.rank, node.ifname, node.address, node.netns));
   }
 }
 
@@ -137,7 +137,8 @@ int launch(const ClusterState& state, const std::vector<int>& ranks,
   const Profile profile = parse_profile(state.profile);
   const auto cpus = allowed_cpus();
   if (options.pin && static_cast<int>(cpus.size()) < profile.nodes) {
-    ACS_WARN("testbed: --pin with {} CPU(s) for {} nodes: nodes share CPUs", cpus.size(), profile.nodes);
+    notice(fmt::format("acspeed-testbed: --pin with {} CPU(s) for {} nodes: nodes share CPUs", cpus.size(),
+                       profile.nodes));
   }
   std::vector<pid_t> children;
   for (int rank : ranks) {
@@ -156,10 +157,10 @@ int launch(const ClusterState& state, const std::vector<int>& ranks,
   const SuperviseResult result = supervise(children, supervise_options);
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (result.exit_codes[i] != 0) {
-      fmt::print(stderr, "acspeed-testbed: node {} exited with {}\n", ranks[i], result.exit_codes[i]);
+      notice(fmt::format("acspeed-testbed: node {} exited with {}", ranks[i], result.exit_codes[i]));
     }
   }
-  if (result.timed_out) fmt::print(stderr, "acspeed-testbed: stopped after --timeout {} s\n", options.timeout_s);
+  if (result.timed_out) notice(fmt::format("acspeed-testbed: stopped after --timeout {} s", options.timeout_s));
   return result.exit_code();
 }
 
@@ -172,7 +173,7 @@ void add_launch_options(po::options_description& options, LaunchOptions& launch_
 }
 
 int report_problems(const std::vector<std::string>& problems) {
-  for (const auto& problem : problems) fmt::print(stderr, "acspeed-testbed: {}\n", problem);
+  for (const auto& problem : problems) notice(fmt::format("acspeed-testbed: {}", problem));
   return problems.empty() ? 0 : 1;
 }
 
@@ -250,6 +251,7 @@ int cmd_exec(const std::vector<std::string>& words, const std::vector<std::strin
   parse_command("exec", words, options, positional);
   if (command.empty()) ACS_THROW(InvalidArgument, "exec needs a command after '--'");
   validate_cluster_name(name);
+  preflight();
   const auto state = read_state(state_dir, name);
   if (!state) ACS_THROW(InvalidArgument, "no cluster '{}' (see `acspeed-testbed status`)", name);
   const int nodes = parse_profile(state->profile).nodes;
@@ -300,13 +302,13 @@ int cmd_down(const std::vector<std::string>& words, const std::string& state_dir
     targets = std::move(report.stale);
     // Not removed without a name: another --state-dir may own them.
     for (const auto& ns : report.orphan_netns) {
-      fmt::print(stderr, "acspeed-testbed: namespace {} has no state file in {} (another --state-dir?); "
-                 "remove it with `acspeed-testbed down {}`\n", ns, state_dir, cluster_of_netns(ns));
+      notice(fmt::format("acspeed-testbed: namespace {} has no state file in {} (another --state-dir?); "
+                 "remove it with `acspeed-testbed down {}`", ns, state_dir, cluster_of_netns(ns)));
     }
   }
   std::vector<std::string> problems;
   for (const auto& state : targets) {
-    fmt::print(stderr, "acspeed-testbed: removing cluster {} ({})\n", state.name, state.profile);
+    notice(fmt::format("acspeed-testbed: removing cluster {} ({})", state.name, state.profile));
     for (auto& problem : tear_down(state, state_dir)) problems.push_back(std::move(problem));
   }
   for (const auto& ns : orphans) {
@@ -314,10 +316,10 @@ int cmd_down(const std::vector<std::string>& words, const std::string& state_dir
     ClusterState orphan;
     orphan.name = cluster_of_netns(ns);
     orphan.netns = {ns};
-    fmt::print(stderr, "acspeed-testbed: removing namespace {} (no state file)\n", ns);
+    notice(fmt::format("acspeed-testbed: removing namespace {} (no state file)", ns));
     for (auto& problem : tear_down(orphan, state_dir)) problems.push_back(std::move(problem));
   }
-  if (targets.empty() && orphans.empty()) fmt::print(stderr, "acspeed-testbed: nothing to remove\n");
+  if (targets.empty() && orphans.empty()) notice("acspeed-testbed: nothing to remove");
   return report_problems(problems);
 }
 
@@ -360,7 +362,8 @@ int cmd_status(const std::vector<std::string>& words, const std::string& state_d
   }
   if (names.empty()) {
     const auto report = find_stale(state_dir);
-    for (const auto& ns : report.orphan_netns) fmt::print("orphan namespace {} (remove: acspeed-testbed down)\n", ns);
+    for (const auto& ns : report.orphan_netns) fmt::print("orphan namespace {} (no state file here; remove: acspeed-testbed down {})\n", ns,
+                 cluster_of_netns(ns));
   }
   return 0;
 }
@@ -410,19 +413,19 @@ int main(int argc, char** argv) {
     if (command == "status") return cmd_status(words, state_dir);
     ACS_THROW(InvalidArgument, "unknown command '{}': expected run, up, exec, down or status", command);
   } catch (const Interrupted& e) {
-    fmt::print(stderr, "acspeed-testbed: {}; cluster removed\n", e.what());
+    notice(fmt::format("acspeed-testbed: {}; cluster removed", e.what()));
     return 128 + e.signo();
   } catch (const NotPermitted& e) {
-    fmt::print(stderr, "acspeed-testbed: not permitted: {}\n", e.what());
+    notice(fmt::format("acspeed-testbed: not permitted: {}", e.what()));
     return kExitNotPermitted;
   } catch (const InvalidArgument& e) {
-    fmt::print(stderr, "acspeed-testbed: {}\n", e.what());
+    notice(fmt::format("acspeed-testbed: {}", e.what()));
     return kExitUsage;
   } catch (const po::error& e) {
-    fmt::print(stderr, "acspeed-testbed: {} (see --help)\n", e.what());
+    notice(fmt::format("acspeed-testbed: {} (see --help)", e.what()));
     return kExitUsage;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "acspeed-testbed: {}\n", e.what());
+    notice(fmt::format("acspeed-testbed: {}", e.what()));
     return 1;
   }
 }

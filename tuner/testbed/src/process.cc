@@ -40,7 +40,7 @@ sigset_t interrupt_signals() {
   return set;
 }
 
-std::string quote_argv(const std::vector<std::string>& argv) { return fmt::format("{}", fmt::join(argv, " ")); }
+std::string joined_argv(const std::vector<std::string>& argv) { return fmt::format("{}", fmt::join(argv, " ")); }
 
 // Child side of a fork: restore signals, then report a failing step through `err_fd` as
 // (step, errno) and exit 127. Only async-signal-safe calls from here on.
@@ -80,7 +80,7 @@ void check_exec_report(int fd, pid_t pid, const std::vector<std::string>& argv) 
   if (got == static_cast<ssize_t>(sizeof(data))) {
     int status = 0;
     waitpid(pid, &status, 0);
-    ACS_THROW(Error, "cannot run '{}': {} failed: {}", quote_argv(argv), step_name(data[0]),
+    ACS_THROW(Error, "cannot run '{}': {} failed: {}", joined_argv(argv), step_name(data[0]),
               std::strerror(data[1]));
   }
 }
@@ -167,7 +167,7 @@ ToolResult run_tool(const std::vector<std::string>& argv, const std::string& inp
   if (!path) {
     ACS_THROW(Error, "'{}' was not found in PATH, /usr/sbin or /sbin: install iproute2", argv[0]);
   }
-  ACS_DEBUG("testbed: {}", quote_argv(argv));
+  ACS_DEBUG("testbed: {}", joined_argv(argv));
   CArgs args(argv);
   int in_pipe[2], out_pipe[2], err_pipe[2];
   ACS_ENFORCE(pipe2(in_pipe, O_CLOEXEC) == 0 && pipe2(out_pipe, O_CLOEXEC) == 0 &&
@@ -227,7 +227,7 @@ ToolResult run_tool(const std::vector<std::string>& argv, const std::string& inp
   if (check && result.exit_code != 0) {
     std::string shown = result.output;
     while (!shown.empty() && (shown.back() == '\n' || shown.back() == ' ')) shown.pop_back();
-    ACS_THROW(Error, "'{}' failed with exit code {}: {}", quote_argv(argv), result.exit_code,
+    ACS_THROW(Error, "'{}' failed with exit code {}: {}", joined_argv(argv), result.exit_code,
               shown.empty() ? "(no output)" : shown);
   }
   return result;
@@ -270,6 +270,18 @@ pid_t spawn(const SpawnOptions& options) {
   return pid;
 }
 
+void notice(std::string_view text) {
+  std::string line(text);
+  line += '\n';
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
 int SuperviseResult::exit_code() const {
   if (interrupted_by) return 128 + interrupted_by;
   if (timed_out) return 124;
@@ -298,7 +310,8 @@ SuperviseResult supervise(const std::vector<pid_t>& children, const SuperviseOpt
   };
   auto stop_all = [&](int sig, std::string_view why) {
     if (kill_at) return;
-    ACS_INFO("testbed: {}: sending {} to the remaining {} command(s)", why, strsignal(sig), running);
+    notice(fmt::format("acspeed-testbed: {}: sending {} to the remaining {} command(s)", why, strsignal(sig),
+                       running));
     signal_all(sig);
     kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(options.grace_s));
@@ -326,7 +339,8 @@ SuperviseResult supervise(const std::vector<pid_t>& children, const SuperviseOpt
       stop_all(SIGTERM, fmt::format("timeout of {} s reached", options.timeout_s));
     }
     if (kill_at && !killed && Clock::now() >= *kill_at) {
-      ACS_WARN("testbed: commands still running {} s after being stopped: killing them", options.grace_s);
+      notice(fmt::format("acspeed-testbed: commands still running {} s after being stopped: killing them",
+                         options.grace_s));
       signal_all(SIGKILL);
       killed = true;
     }
@@ -337,7 +351,7 @@ SuperviseResult supervise(const std::vector<pid_t>& children, const SuperviseOpt
     const int sig = sigtimedwait(&set, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       if (result.interrupted_by && !killed) {
-        ACS_WARN("testbed: interrupted again: killing the commands");
+        notice("acspeed-testbed: interrupted again: killing the commands");
         signal_all(SIGKILL);
         killed = true;
       }

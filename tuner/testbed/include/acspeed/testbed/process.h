@@ -86,4 +86,8 @@ SuperviseResult supervise(const std::vector<pid_t>& children, const SuperviseOpt
 // Exit code of a waitpid status: the exit status, or 128 + the terminating signal.
 int exit_code_of_status(int status);
 
+// Writes text and a newline to stderr; never throws (when whoever started us has gone and stderr
+// is a closed pipe, a teardown must still finish).
+void notice(std::string_view text);
+
 }  // namespace acspeed::testbed
