@@ -126,6 +126,8 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
 
     # A new job with `import acspeed` finds that decision and applies exactly its config.
     env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store))
+    for name in ("ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_PRECISION"):
+        env.pop(name, None)
     bench = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          str(repo_root / "examples" / "Pytorch_ddp_benchmark.py"), "--model", "tiny_models:mlp", "--steps", "3"],

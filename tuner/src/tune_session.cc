@@ -127,6 +127,7 @@ class Session {
   void decide();
   void print_summary() const;
   void hint_compression() const;
+  void gate_compression(Measured& m) const;
 
   const TuneOptions& o_;
   const cli::GlobalOptions& global_;
@@ -303,8 +304,25 @@ void Session::search() {
       break;
     }
     Measured m = run_trial(config, "search", std::nullopt, o_.space.ordinal_of(*point), config.describe());
+    gate_compression(m);
     measured_[key] = m;
     strategy->report(*point, m.cost);
+  }
+}
+
+void Session::gate_compression(Measured& m) const {
+  if (m.config.compression == Compression::kNone || m.cost == kFailedCost || !m.metrics.loss) return;
+  // Every trial starts from the same weights and batch, so an uncompressed trial's final loss is the
+  // reference; the decision pairs check again against the paired baseline.
+  for (const auto& [key, other] : measured_) {
+    if (other.config.compression != Compression::kNone || other.cost == kFailedCost || !other.metrics.loss) continue;
+    if (!loss_within_tolerance(*m.metrics.loss, *other.metrics.loss, o_.loss_tolerance)) {
+      m.cost = kFailedCost;
+      progress_->note(fmt::format("  {} compression rejected: loss {:.6g} vs {:.6g} uncompressed (--loss-tolerance {:g})",
+                                  to_string(m.config.compression), *m.metrics.loss, *other.metrics.loss,
+                                  o_.loss_tolerance));
+    }
+    return;
   }
 }
 
@@ -411,8 +429,7 @@ void Session::decide() {
     if (b.metrics.loss) pair["baseline_loss"] = *b.metrics.loss;
     pairs.push_back(pair);
     if (compressed && c.metrics.loss && b.metrics.loss) {
-      const double gap = std::abs(*c.metrics.loss - *b.metrics.loss);
-      if (gap > o_.loss_tolerance * std::max(std::abs(*b.metrics.loss), 1e-12)) {
+      if (!loss_within_tolerance(*c.metrics.loss, *b.metrics.loss, o_.loss_tolerance)) {
         rejection = fmt::format("with {} compression the loss after the trial was {:.6g} vs {:.6g} uncompressed, "
                                 "beyond --loss-tolerance {:g}",
                                 to_string(best->config.compression), *c.metrics.loss, *b.metrics.loss,
