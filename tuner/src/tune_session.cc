@@ -536,9 +536,11 @@ void print_plan(const TuneOptions& o, const std::string& strategy_name, const st
   if (o.budget_minutes > 0) fmt::print("  time budget: {:g} min for the whole session\n", o.budget_minutes);
   if (o.resume) fmt::print("  resuming session {}\n", *o.resume);
   WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");
-  fmt::print("  workers (node {}): {}\n", o.node_rank,
-             fmt::join(torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : ""),
-                       " "));
+  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : "");
+  for (auto& arg : argv) {
+    if (arg == "--master_port=0") arg = "--master_port=<a free port>";
+  }
+  fmt::print("  workers (node {}): {}\n", o.node_rank, fmt::join(argv, " "));
   std::fflush(stdout);
 }
 
