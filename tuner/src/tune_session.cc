@@ -172,6 +172,7 @@ void Session::open_session(const WorkerHello& hello, const Fingerprint& fp) {
       measured_[t.config_json] = m;
       ++resumed;
     }
+    for (auto& [key, m] : measured_) gate_compression(m);
     progress_->note(fmt::format("resuming session {}: {} search trial(s) already measured are reused", session_id_,
                                 resumed));
     return;
@@ -477,6 +478,7 @@ int Session::run() {
   progress_ = std::make_unique<Progress>(budget, Progress::stderr_is_terminal());
   workers_ = std::make_unique<WorkerGroup>(make_launch(o_, work_dir_));
   std::string outcome = "failed";
+  std::string error;
   int code = cli::kExitFailure;
   try {
     progress_->note("starting the trial workers...");
@@ -500,17 +502,21 @@ int Session::run() {
   } catch (const Interrupted&) {
     outcome = "interrupted";
     code = 130;
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+    code = cli::kExitUsage;
   } catch (const Error& e) {
-    progress_->note(fmt::format("acspeed-tune: error: {}", e.what()));
+    error = e.what();
   }
   workers_.reset();
   progress_.reset();
+  if (!error.empty()) fmt::print(stderr, "acspeed-tune tune: error: {}\n", error);
   if (session_id_ > 0) store_->finish_session(session_id_, outcome);
   if (outcome == "interrupted" && session_id_ > 0) {
     fmt::print(stderr, "interrupted: {} trial(s) stored; continue with `acspeed-tune --resume {}`\n", next_ordinal_,
                session_id_);
   }
-  if (any_failed_ || code != cli::kExitOk) {
+  if (any_failed_ || code == cli::kExitFailure) {
     fmt::print(stderr, "worker logs kept in {}\n", work_dir_);
   } else {
     std::error_code ec;
