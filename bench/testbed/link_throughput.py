@@ -1,9 +1,11 @@
-"""Link throughput between two testbed nodes (no iperf here): node 1 sends to node 0 over
---streams TCP connections for --seconds; node 0 receives and prints one JSON line with the goodput
-of each connection and of all together (payload bytes, so ~3.5% below the cap from TCP/IP headers).
+"""Link throughput between testbed nodes (no iperf here): every node but node 0 sends to node 0
+over --streams TCP connections for --seconds; node 0 receives and prints one JSON line with the
+goodput of each connection and of all together. Goodput counts TCP payload: at most 1448 of every
+1514 bytes on the wire (95.6%), so a link capped at RATE shows at most 0.956 x RATE here.
 
     acspeed-testbed run 2x1@1gbit -- python3 bench/testbed/link_throughput.py --seconds 3
     acspeed-testbed run 2x1@1gbit/200mbit -- python3 bench/testbed/link_throughput.py --streams 3
+    acspeed-testbed run 3x1@500mbit -- python3 bench/testbed/link_throughput.py   # node 0's downlink
 """
 import argparse
 import json
@@ -47,7 +49,7 @@ def receive(port, streams, result):
     start = min(f[1] for f in flows)
     end = max(f[2] for f in flows)
     result.update({
-        "streams": streams,
+        "connections": streams,
         "seconds": end - start,
         "total_mbit_s": sum(f[0] for f in flows) * 8 / (end - start) / 1e6,
         "flow_mbit_s": [f[0] * 8 / (f[2] - f[1]) / 1e6 for f in flows],
@@ -85,12 +87,12 @@ def main():
     parser.add_argument("--streams", type=int, default=1)
     parser.add_argument("--port", type=int, default=5201)
     args = parser.parse_args()
-    rank = int(os.environ["NODE_RANK"])
+    rank, nodes = int(os.environ["NODE_RANK"]), int(os.environ["NNODES"])
     if rank == 0:
-        result = {"profile": os.environ["ACSPEED_INSTANCE_TYPE"].removeprefix("testbed-")}
-        receive(args.port, args.streams, result)
+        result = {"profile": os.environ["ACSPEED_INSTANCE_TYPE"].removeprefix("testbed-"), "senders": nodes - 1}
+        receive(args.port, args.streams * (nodes - 1), result)
         print(json.dumps(result), flush=True)
-    elif rank == 1:
+    else:
         send(os.environ["MASTER_ADDR"], args.port, args.streams, args.seconds)
     return 0
 

@@ -30,7 +30,22 @@ def install() -> None:
         hooks.yield_to_user(self, acspeed_state, state, hook)
         return None
 
+    original_builtin = DDP._register_builtin_comm_hook
+
+    @functools.wraps(original_builtin)
+    def _register_builtin_comm_hook(self, comm_hook_type):
+        from . import hooks  # noqa: PLC0415
+        acspeed_state = hooks.state_of(self)
+        if acspeed_state is None or acspeed_state.user_hook is not None:
+            return original_builtin(self, comm_hook_type)
+        # DDP's one hook slot holds acspeed's hook: run the Python twin of the built-in instead.
+        hook = hooks.python_builtin_hook(comm_hook_type)
+        hooks.yield_to_user(self, acspeed_state, self.process_group, hook)
+        return None
+
     __init__._acspeed_original = original_init
     register_comm_hook._acspeed_original = original_register
+    _register_builtin_comm_hook._acspeed_original = original_builtin
     DDP.__init__ = __init__
     DDP.register_comm_hook = register_comm_hook
+    DDP._register_builtin_comm_hook = _register_builtin_comm_hook

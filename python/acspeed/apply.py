@@ -46,10 +46,11 @@ def _ddp_group(arguments: dict):
     return group if group is not None else dist.distributed_c10d._get_default_group()
 
 
-def _set_knobs(arguments: dict, parameters, config: Config, notes: list) -> None:
-    """Puts the config's constructor knobs into DDP's bound arguments unless the caller chose them."""
+def _set_knobs(arguments: dict, parameters, config: Config, notes: list) -> Optional[float]:
+    """Puts the config's constructor knobs into DDP's bound arguments unless the caller chose them;
+    returns the first-bucket size (MiB) to apply during construction, or None."""
     explicit = set(arguments)
-    user_caps = explicit & {"bucket_cap_mb", "bucket_cap_mb_list"}
+    user_caps = {name for name in ("bucket_cap_mb", "bucket_cap_mb_list") if arguments.get(name) is not None}
     if config.bucket_cap_mb is not None:
         if user_caps:
             notes.append("kept your " + ", ".join(f"{name}={arguments[name]}" for name in sorted(user_caps)))
@@ -61,16 +62,38 @@ def _set_knobs(arguments: dict, parameters, config: Config, notes: list) -> None
                 notes.append(f"kept your gradient_as_bucket_view={arguments['gradient_as_bucket_view']}")
         else:
             arguments["gradient_as_bucket_view"] = config.gradient_as_bucket_view
-    # Newer torch ignores the first-bucket size once bucket_cap_mb is given; a per-bucket list of
-    # [first, rest] says the same thing there (the last limit repeats).
-    if (config.first_bucket_mb is not None and arguments.get("bucket_cap_mb") is not None
-            and "bucket_cap_mb_list" in parameters and "bucket_cap_mb_list" not in explicit
+    return _first_bucket_mb(arguments, parameters, config, notes)
+
+
+def _first_bucket_mb(arguments: dict, parameters, config: Config, notes: list) -> Optional[float]:
+    """The first-bucket size to apply, or None. Older torch reads it from a module constant at
+    construction; newer torch ignores that constant once bucket_cap_mb is given, and there a
+    per-bucket list [first, rest] says the same thing (the last limit repeats)."""
+    first = config.first_bucket_mb
+    if first is None:
+        return None
+    if arguments.get("bucket_cap_mb_list") is not None:
+        notes.append("first_bucket_mb not applied: you passed bucket_cap_mb_list")
+        return None
+    cap = arguments.get("bucket_cap_mb")
+    cap_mb = cap if cap is not None else getattr(torch.nn.parallel.distributed, "_DEFAULT_BUCKET_CAP_MB", 25)
+    if first > cap_mb:  # DDP (and torch.compile's DDPOptimizer) want the first bucket <= the others
+        notes.append(f"first_bucket_mb {first:g} not applied: larger than the bucket cap {cap_mb:g} MiB")
+        return None
+    if (cap is not None and "bucket_cap_mb_list" in parameters
             and hasattr(torch.nn.parallel.distributed, "_BucketCapacityConfig")):
-        arguments["bucket_cap_mb_list"] = [config.first_bucket_mb, arguments["bucket_cap_mb"]]
+        arguments["bucket_cap_mb_list"] = [first, cap]
+    return first
 
 
 def _hook_blocker(ddp, group) -> Optional[str]:
     """Why acspeed's comm hook cannot run on this DDP model, or None."""
+    if getattr(ddp, "_comm_hooks", None):
+        return ("DDP registered a comm hook of its own at construction (mixed_precision), so acspeed "
+                "applied the bucket settings only")
+    if any(getattr(m, "sparse", False) for m in ddp.module.modules()
+           if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))):
+        return "the model has sparse gradients (sparse embeddings), so acspeed applied the bucket settings only"
     if getattr(ddp, "_use_python_reducer", False):
         return ("compiled autograd with optimize_ddp='python_reducer' bypasses DDP comm hooks, so "
                 "acspeed applied the bucket settings only")
@@ -105,8 +128,11 @@ def _decide(module, group, device) -> decision.Decision:
 def _strict() -> bool:
     try:
         return _runtime.strict()
-    except (ValueError, _runtime.RuntimeUnavailable):
-        return True  # a malformed ACSPEED_STRICT (or no runtime to read it) is not a reason to go on silently
+    except _runtime.RuntimeUnavailable:
+        return False  # the problem being reported is that very runtime; it is in the warning already
+    except ValueError as error:
+        _log.warn(f"{error}: treated as ACSPEED_STRICT=0", once="bad-strict")
+        return False
 
 
 def construct(original, signature, ddp, args, kwargs) -> None:
@@ -130,10 +156,10 @@ def construct(original, signature, ddp, args, kwargs) -> None:
     config = Config.from_canonical(found.config_json)
     notes: list = []
     del arguments["self"]
-    _set_knobs(arguments, signature.parameters, config, notes)
-    with _first_bucket(config.first_bucket_mb):
+    first_bucket_mb = _set_knobs(arguments, signature.parameters, config, notes)
+    with _first_bucket(first_bucket_mb):
         original(ddp, **arguments)
-    if dist.get_backend(group) == "nccl":
+    if "nccl" in str(dist.get_backend(group)):  # "nccl", or a mixed "cpu:gloo,cuda:nccl"
         nccl.publish_rules(config.json)
     if _runtime.core().config_needs_hook(config.json):
         blocker = _hook_blocker(ddp, group)

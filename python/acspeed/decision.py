@@ -2,7 +2,6 @@
 runtime (ACSPEED_DISABLE, ACSPEED_CONFIG, the store, the ACSPEED_* pins) and broadcasts the decision
 to every rank before any of them builds hooks or groups, so all ranks apply the same config."""
 import dataclasses
-import functools
 import json
 import os
 from typing import List, Optional
@@ -45,8 +44,8 @@ def model_signature(module: torch.nn.Module) -> str:
     return _runtime.core().model_signature(params)
 
 
-@functools.lru_cache(maxsize=None)
 def _fingerprint() -> dict:
+    """Not cached: cheap, and ACSPEED_INSTANCE_TYPE may change between DDP constructions."""
     return _runtime.core().fingerprint(torch.__version__)
 
 
@@ -98,8 +97,9 @@ def share(decision: Optional[Decision], group, device: torch.device) -> Decision
     """Collective over `group`: every rank returns the decision of the group's rank 0."""
     payload = [decision.to_json() if decision is not None else None]
     source = dist.get_global_rank(group, 0)
-    dist.broadcast_object_list(payload, src=source, group=group,
-                               device=device if device.type != "cpu" else None)
+    # NCCL moves the object through the model's GPU (not whatever device is current); gloo uses the CPU.
+    through = device if device.type == "cuda" and "nccl" in str(dist.get_backend(group)) else None
+    dist.broadcast_object_list(payload, src=source, group=group, device=through)
     return Decision.from_json(payload[0])
 
 

@@ -95,10 +95,10 @@ class HookState:
         """Collective over the default group (new process groups), then over `group` (probes)."""
         backend = dist.get_backend(group)
         ranks = sorted(dist.get_process_group_ranks(group))
-        topology = Topology.discover(group) if config.algorithm == "hierarchical" else None
+        device = params[0].device if params else torch.device("cpu")
+        topology = Topology.discover(group, device) if config.algorithm == "hierarchical" else None
         lanes = build_lanes(config.streams, ranks, backend, topology)
         try:
-            device = params[0].device if params else torch.device("cpu")
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
             wanted = config.compression_dtype
             needs_probe = config.algorithm != "allreduce" or wanted is not None
@@ -230,3 +230,13 @@ def yield_to_user(ddp, state: HookState, user_state, user_hook) -> None:
     _log.info(f"your comm hook {name} replaces acspeed's ({state.config.algorithm}, "
               f"{state.config.streams} stream(s), compression {state.config.compression})",
               once=("user-hook", name))
+
+
+def python_builtin_hook(comm_hook_type):
+    """torch's Python hook doing what a built-in C++ comm hook type does (same numerics)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
+    twins = {dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+             dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook}
+    if comm_hook_type not in twins:
+        raise ValueError(f"built-in comm hook {comm_hook_type} is not one of {', '.join(map(str, twins))}")
+    return twins[comm_hook_type]

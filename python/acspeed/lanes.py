@@ -13,6 +13,7 @@ import os
 import queue
 import socket
 import threading
+import zlib
 from typing import Callable, List, Optional
 
 import torch
@@ -27,12 +28,14 @@ class Topology:
     nodes: List[List[int]]
 
     @classmethod
-    def discover(cls, group) -> "Topology":
-        """Collective over `group`: every rank contributes its node key."""
-        keys: list = [None] * group.size()
-        dist.all_gather_object(keys, (_node_key(), dist.get_rank()), group=group)
+    def discover(cls, group, device: torch.device) -> "Topology":
+        """Collective over `group`: every rank contributes (its global rank, a digest of its node key).
+        Tensors on the model's device, so NCCL needs no current-device setup."""
+        mine = torch.tensor([dist.get_rank(), zlib.crc32(_node_key().encode())], dtype=torch.int64, device=device)
+        everyone = [torch.empty_like(mine) for _ in range(group.size())]
+        dist.all_gather(everyone, mine, group=group)
         by_key: dict = {}
-        for key, rank in keys:
+        for rank, key in (entry.tolist() for entry in everyone):
             by_key.setdefault(key, []).append(rank)
         return cls(nodes=sorted((sorted(ranks) for ranks in by_key.values()), key=lambda n: n[0]))
 
@@ -69,7 +72,7 @@ class LaneWorker:
     def close(self) -> None:
         self._queue.put(None)
         if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=60)
+            self._thread.join(timeout=10)  # a lane stuck on a dead peer must not hold up exit
 
     def _loop(self) -> None:
         while True:
@@ -79,7 +82,7 @@ class LaneWorker:
             work, future, stream = item
             try:
                 if stream is not None:
-                    with torch.cuda.stream(stream):
+                    with torch.cuda.device(stream.device), torch.cuda.stream(stream):
                         result = work()
                         future.set_result(result)
                 else:

@@ -38,7 +38,7 @@ def flat_params(module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in module.parameters()])
 
 
-def train(ddp, rank: int, steps: int = STEPS, micro: int = 1, grad_hook=None) -> torch.Tensor:
+def train(ddp, rank: int, steps: int = STEPS, micro: int = 1) -> torch.Tensor:
     """SGD with momentum; `micro` > 1 accumulates micro-batches under no_sync before the synced one."""
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = batches(rank, steps * micro)
@@ -209,6 +209,12 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         out["user_hook"] = {"calls": len(calls), "lanes": len(acspeed_state.lanes),
                             "equal": torch.equal(result, base), "log": captured.take()}
 
+        # A built-in hook registered after acspeed's wins the same way.
+        ddp = DDP(make_model())
+        ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+        out["builtin_hook"] = {"lanes": len(acspeed.hooks.state_of(ddp).lanes),
+                               "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
+
         # Gradient accumulation under no_sync.
         base_micro = train(plain_ddp(make_model()), rank, micro=2)
         out["no_sync"] = {"equal": torch.equal(train(DDP(make_model()), rank, micro=2), base_micro),
@@ -267,6 +273,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         "bucket_negative": {"ACSPEED_CONFIG": _write(folder, "bucket.json", config(bucket_cap_mb=-1))},
         "bucket_zero": {"ACSPEED_CONFIG": _write(folder, "zero.json", config(bucket_cap_mb=0))},
         "pin_streams_abc": {"ACSPEED_STREAMS": "abc"},
+        "pin_algorithm_ring": {"ACSPEED_ALGORITHM": "ring"},
         "disable_maybe": {"ACSPEED_DISABLE": "maybe"},
     }
     for name, env in bad.items():
@@ -282,6 +289,36 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
                     result["strict"] = str(error)
             captured.take()
         out[f"bad/{name}"] = result
+
+    # Sparse gradients: acspeed's hook steps aside, training runs.
+    class SparseModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.embedding = torch.nn.Embedding(50, 24, sparse=True)
+            self.head = torch.nn.Linear(24, 5)
+
+        def forward(self, ids):
+            return self.head(self.embedding(ids).mean(1))
+    with environment(ACSPEED_CONFIG=hook_file):
+        ddp = DDP(SparseModel())
+        torch.nn.functional.mse_loss(ddp(torch.randint(0, 50, (4, 3))), torch.zeros(4, 5)).backward()
+        out["sparse"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "log": captured.take()}
+
+    # No compiled runtime (a broken install): one warning, DDP defaults, training runs.
+    from acspeed import _runtime  # noqa: PLC0415
+    saved_core = _runtime.core
+
+    def missing_core():
+        raise _runtime.RuntimeUnavailable("acspeed's C++ runtime (acspeed._core) is not built (test)")
+    _runtime.core = missing_core
+    try:
+        with environment(ACSPEED_CONFIG=hook_file):
+            ddp = DDP(make_model())
+            out["no_runtime"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                                 "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
+    finally:
+        _runtime.core = saved_core
 
     # Unknown keys are warned about, and the config still applies.
     with environment(ACSPEED_CONFIG=_write(folder, "extra.json", config(bucket_cap_mb=0.5, colour="blue"))):
@@ -341,4 +378,30 @@ def guard(rank: int, world_size: int) -> dict:
             "rest_max_rel": ((grads - base)[finite].abs().max() / base[finite].abs().max()).item(),
             "log": captured.take(),
         }
+    return out
+
+
+def make_other_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(24, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5))
+
+
+def store_lookup(rank: int, world_size: int) -> dict:
+    """`import acspeed` against a real store (ACSPEED_DB), decisions imported by acspeed-tune. Rank 1
+    points at no store at all: what it applies can only come from rank 0's broadcast."""
+    captured = Captured()
+    if rank == 1:
+        os.environ["ACSPEED_DB"] = os.path.join(os.path.dirname(os.environ["ACSPEED_DB"]), "absent", "none.db")
+    out = {}
+    for name, env, factory in (("exact", {"ACSPEED_PRECISION": "amp"}, make_model),
+                               ("other_precision", {"ACSPEED_PRECISION": "bf16"}, make_model),
+                               ("other_instance", {"ACSPEED_PRECISION": "amp", "ACSPEED_INSTANCE_TYPE": "other-box"},
+                                make_model),
+                               ("version_mismatch", {"ACSPEED_PRECISION": "amp"}, make_other_model)):
+        with environment(**env):
+            ddp = DDP(factory())
+            state = acspeed.hooks.state_of(ddp)
+            out[name] = {"hook": state is not None, "cap": ddp.bucket_bytes_cap,
+                         "streams": len(state.lanes) if state else 0, "log": captured.take()}
+            train(ddp, rank, steps=2)
     return out

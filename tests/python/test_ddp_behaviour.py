@@ -51,6 +51,13 @@ def test_user_hook_wins_and_is_announced_once(observed):
     assert len(replaced) == 1 and "user_hook" in replaced[0]
 
 
+def test_builtin_hook_registered_later_wins(observed):
+    seen = observed[0]["builtin_hook"]
+    assert seen["lanes"] == 0 and seen["equal"]
+    replaced = [line for _, line in seen["log"] if "replaces acspeed's" in line]
+    assert len(replaced) == 1 and "allreduce_hook" in replaced[0]
+
+
 def test_no_sync_accumulation_matches_ddp(observed):
     assert observed[0]["no_sync"] == {"equal": True, "differs_from_no_accumulation": True}
     assert observed[1]["no_sync"]["equal"]
@@ -77,7 +84,8 @@ def test_torch_compile(observed):
 
 
 @pytest.mark.parametrize("case", ["missing_file", "not_json", "unknown_algorithm", "streams_0",
-                                  "bucket_negative", "bucket_zero", "pin_streams_abc", "disable_maybe"])
+                                  "bucket_negative", "bucket_zero", "pin_streams_abc", "pin_algorithm_ring",
+                                  "disable_maybe"])
 def test_bad_input_warns_once_and_keeps_ddp_defaults(observed, case):
     seen = observed[0][f"bad/{case}"]
     assert not seen["hook"] and seen["cap"] == DDP_DEFAULT_CAP and seen["equal"]
@@ -95,6 +103,18 @@ def test_bad_input_messages_name_the_value(observed):
     assert "-1" in messages["bucket_negative"]
     assert "abc" in messages["pin_streams_abc"]
     assert "maybe" in messages["disable_maybe"]
+
+
+def test_sparse_gradients_step_aside(observed):
+    seen = observed[0]["sparse"]
+    assert not seen["hook"]
+    assert len(seen["log"]) == 1 and "sparse gradients" in seen["log"][0][1]
+
+
+def test_missing_runtime_warns_and_keeps_ddp(observed):
+    seen = observed[0]["no_runtime"]
+    assert not seen["hook"] and seen["equal"]
+    assert len(seen["log"]) == 1 and len(_warnings(seen["log"])) == 1 and "not built" in seen["log"][0][1]
 
 
 def test_unknown_key_warns_and_config_applies(observed):

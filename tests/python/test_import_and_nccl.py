@@ -1,7 +1,6 @@
 """`import acspeed` itself: it is cheap (no runtime, hooks or torchvision loaded), patches DDP in place
 keeping its signature, points NCCL at the tuner plugin, and hands NCCL rules to the plugin (a fake
 plugin library stands in for libnccl-tuner-acspeed.so, which needs a GPU build)."""
-import inspect
 import json
 import os
 import shutil
@@ -103,3 +102,32 @@ def test_rules_reach_file_and_live_plugin(fake_plugin, tmp_path, monkeypatch):
     nccl.publish_rules(config, fake_plugin)
     assert os.environ["ACSPEED_NCCL_RULES"] == str(tmp_path / "mine.json")
     assert len(record.read_text().splitlines()) == 1
+
+
+def test_real_plugin_accepts_config_rules(tmp_path, monkeypatch):
+    """With libnccl-tuner-acspeed.so built (CMake puts it next to the package), its setter takes a
+    valid config's rules (status 0, no warning) and refuses a bad one (acspeed warns once)."""
+    import logging
+
+    from acspeed import nccl
+    plugin = nccl.plugin_path()
+    if not plugin.is_file():
+        pytest.skip(f"{plugin} is not built (GPU pieces off in this build)")
+    seen = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    handler = Capture()
+    logging.getLogger("acspeed").addHandler(handler)
+    try:
+        monkeypatch.setenv("NCCL_TUNER_PLUGIN", str(plugin))
+        monkeypatch.delenv("ACSPEED_NCCL_RULES", raising=False)
+        good = json.dumps({"version": 1, "nccl_rules": [{"collective": "allreduce", "max_bytes": 65536,
+                                                         "algorithm": "tree", "protocol": "ll", "channels": 2}]})
+        nccl.publish_rules(good, plugin)
+        assert seen == []
+        nccl.publish_rules('{"version": 1, "nccl_rules": [{"protocol": "fast"}]}', plugin)
+        assert len(seen) == 1 and "refused the rules" in seen[0]
+    finally:
+        logging.getLogger("acspeed").removeHandler(handler)

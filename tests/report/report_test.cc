@@ -261,6 +261,8 @@ TEST_F(ReportFormats, JsonIsVersionedAndMatchesTheStore) {
     if (trials[i].status == "ok") {
       EXPECT_DOUBLE_EQ(jt["step_time_s"]["p50"].get<double>(), tuner::percentile(trials[i].step_times_s, 50));
       EXPECT_EQ(jt["metrics"], json::parse(trials[i].metrics_json));
+      EXPECT_DOUBLE_EQ(jt["samples_per_s"].get<double>(), 32.0 * 2 / jt["step_time_s"]["p50"].get<double>());
+      EXPECT_DOUBLE_EQ(jt["samples_per_s_per_device"].get<double>(), jt["samples_per_s"].get<double>() / 2);
       EXPECT_TRUE(jt["error"].is_null());
     } else {
       EXPECT_TRUE(jt["step_time_s"].is_null());
@@ -315,7 +317,9 @@ TEST_F(ReportFormats, MarkdownHasEveryTrialTheDecisionAndEscapedUserText) {
   // Header + alignment + one line per trial in the trials table.
   EXPECT_EQ(count(md, "| search |") + count(md, "| candidate |") + count(md, "| baseline |"), report_.trials.size());
   EXPECT_NE(md.find("worker 1 exited: signal 9 (\"killed\"), see log, line 2 second line"), std::string::npos);
-  EXPECT_NE(md.find("95% confidence interval [1.150, 1.270]"), std::string::npos);
+  EXPECT_NE(md.find("- Speedup over DDP defaults: 1.210x, 95% confidence interval \\[1.150, 1.270\\] over 3 alternated "
+                    "repeat(s): the interval excludes 1"),
+            std::string::npos);
   EXPECT_NE(md.find("### Alternated repeats"), std::string::npos);
   EXPECT_NE(md.find("\"bucket_cap_mb\": 5.0"), std::string::npos) << "the stored config is shown";
 }

@@ -226,3 +226,41 @@ def test_html_renders_in_headless_chromium(tune, store, tmp_path, chromium):
     assert HOSTILE_MODEL in text
     # Had the model name run as a script, it would have replaced the document's title.
     assert parsed.title.startswith("acspeed tuning report: session 1 (resnet<script>"), parsed.title
+
+
+@pytest.mark.slow
+def test_report_of_a_real_tuning_session(tune, tmp_path, repo_root, chromium):
+    """acspeed-tune tunes a tiny model on 2 CPU processes (tests/tuner/tiny_models.py) and the report
+    reads what the tuner really stored."""
+    import sys
+
+    db = tmp_path / "real.db"
+    env = dict(os.environ, ACSPEED_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ.get("PYTHONPATH", "")]))
+    tuned = run([tune, "--db", db, "--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
+                 "--streams", "1,2", "--strategy", "grid", "--warmup", "1", "--steps", "4", "--repeats", "3",
+                 "--nproc-per-node", "2", "--seed", "7"], timeout=300, env=env)
+    assert tuned.returncode == 0, tuned.stdout[-3000:] + tuned.stderr[-3000:]
+
+    doc = json.loads(report(tune, db, "--format", "json").stdout)
+    assert doc["session"]["model_name"] == "tiny_models:mlp" and doc["session"]["status"] == "done"
+    search = [t for t in doc["trials"] if t["role"] == "search"]
+    assert len(search) == 4 and all(t["status"] == "ok" for t in search)
+    for t in search:
+        assert len(t["step_times_s"]) == 4
+        # Our percentiles from the raw times agree with the tuner's own metrics.
+        assert t["step_time_s"]["p50"] == pytest.approx(t["metrics"]["p50_s"], rel=1e-9)
+        assert t["samples_per_s_per_device"] == pytest.approx(t["metrics"]["samples_per_s"], rel=1e-9)
+    assert doc["decision"] is not None and doc["decision"]["active"]
+    assert doc["baseline"] is not None
+    candidates = [t for t in doc["trials"] if t["role"] == "candidate"]
+    assert len(doc["decision"]["repeats"]) == len(candidates)
+
+    rows = list(csv.DictReader(io.StringIO(report(tune, db, "--format", "csv").stdout, newline="")))
+    assert len(rows) == len(doc["trials"])
+    page = tmp_path / "real.html"
+    assert report(tune, db, "--format", "html", "-o", page).returncode == 0
+    dom = run(chromium_args(chromium, tmp_path / "profile") + ["--dump-dom", page.as_uri()], timeout=180)
+    parsed = DomText()
+    parsed.feed(dom.stdout)
+    assert parsed.tags.count("svg") == 3 and "tiny_models:mlp" in "".join(parsed.text)

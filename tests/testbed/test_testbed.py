@@ -190,3 +190,22 @@ def test_two_node_ddp_job_trains_one_model_over_the_capped_link(testbed, cluster
     assert sorted(records[0]["addresses"]) == ["10.254.213.1", "10.254.213.2"]
     # Different data per rank: equal parameters after 5 steps prove the gradients were averaged.
     assert records[0]["checksum"] == pytest.approx(records[1]["checksum"], rel=1e-6)
+
+
+@needs_root
+@slow
+def test_the_benchmark_example_runs_unchanged_on_two_nodes(testbed, cluster, tmp_path, repo_root, isolated_store):
+    """examples/Pytorch_ddp_benchmark.py, as users run it, across the emulated link."""
+    name, state_dir = cluster
+    out = tmp_path / "bench.json"
+    env = dict(os.environ, ACSPEED_PYTHON=sys.executable)  # ACSPEED_DB: the isolated store
+    result = run(testbed, state_dir, "run", "2x1@2gbit", "--name", name, "--pin", "--timeout", "240",
+                 "--torchrun", "--", str(repo_root / "examples" / "Pytorch_ddp_benchmark.py"),
+                 "--model", "resnet18", "--batch-size", "4", "--image-size", "32", "--warmup", "1",
+                 "--steps", "3", "--json", str(out), timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "2 CPUs -- 2M/2C: p50:" in result.stdout, result.stdout
+    record = json.loads(out.read_text())
+    assert record["world_size"] == 2 and record["nnodes"] == 2
+    # The job saw the profile as its instance type, so what it tunes is stored per link profile.
+    assert record["environment"]["ACSPEED_INSTANCE_TYPE"] == "testbed-2x1@2gbit"

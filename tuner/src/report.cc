@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/strings.h"
 #include "statistics.h"
 #include "trial_metrics.h"
 
@@ -16,9 +17,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// Arrays longer than this, and arrays of objects, are summarised in the human formats (the JSON
-// report has them whole).
-constexpr size_t kMaxInlineArray = 12;
+// Arrays of objects, and arrays whose text would be longer than this, are summarised in the human
+// formats (the JSON report has them whole).
+constexpr size_t kMaxInlineArrayChars = 240;
 
 json parse_or_null(const std::string& text) {
   if (text.empty()) return nullptr;
@@ -26,7 +27,7 @@ json parse_or_null(const std::string& text) {
 }
 
 std::string scalar_text(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
+  if (value.is_string()) return value.get<std::string>().empty() ? "-" : value.get<std::string>();
   if (value.is_null()) return "-";
   if (value.is_number_float()) return fmt::format("{:g}", value.get<double>());
   return value.dump();
@@ -43,12 +44,12 @@ void flatten(const json& value, const std::string& prefix, std::vector<std::pair
       out.emplace_back(prefix, "[]");
     } else if (!scalars) {
       out.emplace_back(prefix, fmt::format("[{} entries: see the JSON report]", value.size()));
-    } else if (value.size() > kMaxInlineArray) {
-      out.emplace_back(prefix, fmt::format("[{} values: see the JSON report]", value.size()));
     } else {
       std::vector<std::string> parts;
       for (const auto& item : value) parts.push_back(scalar_text(item));
-      out.emplace_back(prefix, fmt::format("{}", fmt::join(parts, ", ")));
+      std::string text = join(parts);
+      if (text.size() > kMaxInlineArrayChars) text = fmt::format("[{} values: see the JSON report]", value.size());
+      out.emplace_back(prefix, text);
     }
     return;
   }
@@ -131,8 +132,8 @@ std::optional<PooledTimes> find_best(const Report& report) {
   return pool(report, config->describe(), "search trials with this config", trials);
 }
 
-// Pair index of a decision-phase trial: the "pair" metric the tuner records, else its order among
-// the trials of its role.
+// Matches the decision phase's candidate and baseline trials by the "pair" index the tuner records
+// in their metrics, else by their order among the trials of their role.
 std::vector<RepeatPair> find_pairs(const Report& report) {
   std::map<int64_t, const TrialSummary*> candidates, baselines;
   for (const auto& t : report.trials) {
@@ -164,7 +165,7 @@ Format parse_format(std::string_view text) {
   for (size_t i = 0; i < format_names().size(); ++i) {
     if (text == format_names()[i]) return formats[i];
   }
-  ACS_THROW(InvalidArgument, "unknown report format '{}' (accepted: {})", text, fmt::join(format_names(), ", "));
+  ACS_THROW(InvalidArgument, "unknown report format '{}' (accepted: {})", text, join(format_names()));
 }
 
 std::string_view to_string(Format format) {
@@ -287,6 +288,35 @@ std::string format_loss(const TrialSummary& trial) {
   return trial.loss ? fmt::format("{:.4g}", *trial.loss) : "-";
 }
 
+std::vector<std::string> decision_facts(const Report& r) {
+  if (!r.decision) return {};
+  const auto& d = *r.decision;
+  std::vector<std::string> facts;
+  const std::string interval =
+      d.ci_low && d.ci_high ? fmt::format(", 95% confidence interval [{:.3f}, {:.3f}] over {} alternated repeat(s)",
+                                          *d.ci_low, *d.ci_high, r.pairs.size())
+                            : "";
+  if (!d.config.is_default() && d.speedup) {
+    facts.push_back(fmt::format("Speedup over DDP defaults: {}{}{}", format_ratio(d.speedup), interval,
+                                d.ci_low ? (*d.ci_low > 1.0 ? ": the interval excludes 1" : ": the interval includes 1")
+                                         : ""));
+  } else if (d.speedup) {
+    facts.push_back(fmt::format("DDP defaults are kept: the best candidate ({}) measured {} over them{}{}",
+                                r.best ? r.best->label : "?", format_ratio(d.speedup), interval,
+                                d.ci_low && *d.ci_low <= 1.0 ? ", an interval that includes 1" : ""));
+  } else if (d.config.is_default()) {
+    facts.emplace_back("DDP defaults are kept: no other configuration was faster in the search");
+  } else {
+    facts.emplace_back("Speedup over DDP defaults: -");
+  }
+  const auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
+  facts.push_back(fmt::format("Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}", or_dash(d.torch_version),
+                              or_dash(d.nccl_version), or_dash(d.cuda_version), d.batch_size));
+  facts.push_back(fmt::format("Created (UTC): {}", d.created_at));
+  if (!d.note.empty()) facts.push_back(fmt::format("Note: {}", d.note));
+  return facts;
+}
+
 std::string trials_preamble(const Report& r) {
   std::string out = r.baseline ? fmt::format("Baseline (DDP defaults): p50 {} ms over {} steps from {}. ",
                                              format_ms(r.baseline->stats.p50), r.baseline->stats.count, r.baseline->source)
@@ -295,7 +325,7 @@ std::string trials_preamble(const Report& r) {
                      r.session.batch_size, r.session.world_size);
   out += r.probes.empty() ? "No probe breakdown (compute / communication) was recorded."
                           : fmt::format("Compute / comm / exposed comm: per-step medians from the {} probe.",
-                                        fmt::join(r.probes, ", "));
+                                        join(r.probes));
   return out;
 }
 

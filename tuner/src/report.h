@@ -117,6 +117,9 @@ std::string format_ms(std::optional<double> seconds);        // "54.20"
 std::string format_rate(std::optional<double> per_second);    // "597.3"
 std::string format_ratio(std::optional<double> ratio);        // "1.23x"
 std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
+// The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
+// without a decision.
+std::vector<std::string> decision_facts(const Report& report);
 // The sentence introducing the trials table: what the baseline is, how rates are computed.
 std::string trials_preamble(const Report& report);
 

@@ -35,7 +35,7 @@ std::string csv_field(std::string_view text) {
 std::string render_csv(const Report& r) {
   std::string out = row({"session_id", "trial_id", "ordinal", "role", "status", "config", "bucket_cap_mb",
                          "first_bucket_mb", "gradient_as_bucket_view", "algorithm", "streams", "compression",
-                         "steps", "step_p50_s", "step_p90_s", "step_p95_s", "step_mean_s", "samples_per_s",
+                         "steps", "step_p50_s", "step_p90_s", "step_p95_s", "step_mean_s", "samples_per_s", "samples_per_s_per_device",
                          "speedup_vs_baseline_x", "compute_s", "comm_s", "exposed_comm_s", "loss", "error",
                          "config_json"});
   for (const auto& t : r.trials) {
@@ -50,7 +50,11 @@ std::string render_csv(const Report& r) {
          c ? std::string(to_string(c->algorithm)) : "", c ? std::to_string(c->streams) : "",
          c ? std::string(to_string(c->compression)) : "", std::to_string(t.record.step_times_s.size()),
          number(stat(&StepStats::p50)), number(stat(&StepStats::p90)), number(stat(&StepStats::p95)),
-         number(stat(&StepStats::mean)), number(t.samples_per_s), number(t.speedup_vs_baseline), number(t.compute_s),
+         number(stat(&StepStats::mean)), number(t.samples_per_s),
+         number(t.samples_per_s && r.session.world_size > 0
+                    ? std::optional<double>(*t.samples_per_s / static_cast<double>(r.session.world_size))
+                    : std::nullopt),
+         number(t.speedup_vs_baseline), number(t.compute_s),
          number(t.comm_s), number(t.exposed_comm_s), number(t.loss), t.record.error, t.record.config_json});
   }
   return out;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/strings.h"
 #include "report.h"
 #include "report_svg.h"
 #include "statistics.h"
@@ -102,8 +103,6 @@ std::string throughput_chart(const Report& r) {
 
   if (baseline_rate) {
     svg.line(kLeft, y(*baseline_rate), kLeft + kPlotW, y(*baseline_rate), "#333", 1.5, true);
-    svg.text(kLeft + kPlotW - 4, y(*baseline_rate) - 6, fmt::format("DDP defaults {:.1f}/s", *baseline_rate),
-             {"end", 11, "#333"});
   }
   size_t index = 0;
   double legend_y = kTop + 10;
@@ -125,7 +124,7 @@ std::string throughput_chart(const Report& r) {
   }
   if (baseline_rate) {
     svg.line(kLegendX, legend_y - 4, kLegendX + 14, legend_y - 4, "#333", 1.5, true);
-    svg.text(kLegendX + 20, legend_y, "DDP defaults (baseline)", {"start", 12});
+    svg.text(kLegendX + 20, legend_y, fmt::format("DDP defaults (baseline): {:.0f}/s", *baseline_rate), {"start", 12});
   }
   return svg.str();
 }
@@ -282,21 +281,7 @@ std::string decision_section(const Report& r) {
   const auto& d = *r.decision;
   std::string out = fmt::format("<p class=\"verdict\">Decision {} ({}): <strong>{}</strong></p>\n<ul>\n", d.id,
                                 d.active ? "active" : "not active", e(d.config.describe()));
-  if (d.speedup) {
-    out += fmt::format("<li>Speedup over DDP defaults: <strong>{}</strong>", format_ratio(d.speedup));
-    if (d.ci_low && d.ci_high) {
-      out += fmt::format(", 95% confidence interval [{:.3f}, {:.3f}]: {}", *d.ci_low, *d.ci_high,
-                         *d.ci_low > 1.0 ? "the interval excludes 1 (a real gain)" : "the interval includes 1");
-    }
-    out += "</li>\n";
-  } else {
-    out += "<li>Speedup over DDP defaults: -</li>\n";
-  }
-  const auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : e(s); };
-  out += fmt::format("<li>Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}</li>\n", or_dash(d.torch_version),
-                     or_dash(d.nccl_version), or_dash(d.cuda_version), d.batch_size);
-  out += fmt::format("<li>Created (UTC): {}</li>\n", e(d.created_at));
-  if (!d.note.empty()) out += fmt::format("<li>Note: {}</li>\n", e(d.note));
+  for (const auto& fact : decision_facts(r)) out += fmt::format("<li>{}</li>\n", e(fact));
   out += "</ul>\n<h3>Alternated repeats</h3>\n";
   if (r.pairs.empty()) {
     out += note("No alternated candidate/baseline repeats recorded.");
@@ -347,8 +332,7 @@ svg { max-width: 100%; height: auto; }
 
 std::string render_html(const Report& r, const RenderOptions& options) {
   const auto& s = r.session;
-  std::string command;
-  for (const auto& arg : options.command_line) command += (command.empty() ? "" : " ") + arg;
+  const std::string command = join(options.command_line, " ");
   std::string out = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
@@ -371,7 +355,7 @@ std::string render_html(const Report& r, const RenderOptions& options) {
     if (r.decision->ci_low && r.decision->ci_high) {
       speedup += fmt::format(" [{:.3f}, {:.3f}]", *r.decision->ci_low, *r.decision->ci_high);
     }
-    out += card("Speedup [95% CI]", speedup);
+    out += card(r.decision->config.is_default() ? "Rejected candidate [95% CI]" : "Speedup [95% CI]", speedup);
   } else {
     out += card("Decision", "none stored");
   }

@@ -33,7 +33,12 @@ json pooled_json(const std::optional<PooledTimes>& p) {
           {"samples_per_s", optional_number(p->samples_per_s)}};
 }
 
-json trial_json(const TrialSummary& t) {
+std::optional<double> per_device(std::optional<double> rate, int64_t world_size) {
+  if (!rate || world_size <= 0) return std::nullopt;
+  return *rate / static_cast<double>(world_size);
+}
+
+json trial_json(const TrialSummary& t, int64_t world_size) {
   const auto& r = t.record;
   return {{"id", r.id},
           {"ordinal", r.ordinal},
@@ -47,6 +52,7 @@ json trial_json(const TrialSummary& t) {
           {"step_times_s", r.step_times_s},
           {"step_time_s", stats_json(t.stats)},
           {"samples_per_s", optional_number(t.samples_per_s)},
+          {"samples_per_s_per_device", optional_number(per_device(t.samples_per_s, world_size))},
           {"speedup_vs_baseline", optional_number(t.speedup_vs_baseline)},
           {"compute_s", optional_number(t.compute_s)},
           {"comm_s", optional_number(t.comm_s)},
@@ -92,7 +98,7 @@ json decision_json(const Report& r) {
 std::string render_json(const Report& r, const RenderOptions& options) {
   const auto& s = r.session;
   json trials = json::array();
-  for (const auto& t : r.trials) trials.push_back(trial_json(t));
+  for (const auto& t : r.trials) trials.push_back(trial_json(t, s.world_size));
   const json document = {
       {"format", kJsonFormatName},
       {"version", kJsonFormatVersion},
