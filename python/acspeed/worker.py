@@ -62,21 +62,29 @@ def _parse_args(argv):
     return parser.parse_args(argv)
 
 
+class ModelSpecError(ValueError):
+    """--model names nothing that can be built: a usage error for the tuner (exit 2)."""
+
+
 def _build_model(spec: str, image_size: int):
     """(model, make_batch) for `--model`."""
     if ":" in spec:
         module_name, _, function_name = spec.partition(":")
-        function = getattr(importlib.import_module(module_name), function_name, None)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ModelSpecError(f"--model '{spec}': cannot import {module_name} ({error})") from error
+        function = getattr(module, function_name, None)
         if function is None:
-            raise ValueError(f"--model {spec}: module {module_name} has no function {function_name}")
+            raise ModelSpecError(f"--model '{spec}': module {module_name} has no function {function_name}")
         built = function()
         if not (isinstance(built, tuple) and len(built) == 2 and callable(built[1])):
-            raise ValueError(f"--model {spec}: the function must return (model, make_batch)")
+            raise ModelSpecError(f"--model '{spec}': the function must return (model, make_batch)")
         return built
     import torchvision  # noqa: PLC0415 - only torchvision models need it
     names = torchvision.models.list_models(module=torchvision.models)
     if spec not in names:
-        raise ValueError(f"--model '{spec}' is not a torchvision classification model nor pkg.module:function "
+        raise ModelSpecError(f"--model '{spec}' is not a torchvision classification model nor pkg.module:function "
                          f"(accepted e.g.: {', '.join(n for n in names if n.startswith('resnet'))}, ...)")
     model = torchvision.models.get_model(spec, weights=None, num_classes=1000)
 
@@ -246,7 +254,9 @@ def main(argv=None) -> int:
     except Exception as error:  # noqa: BLE001 - reported to the tuner, then the workers end
         print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}", file=sys.stderr, flush=True)
         if control is not None:
-            control.send({"v": PROTOCOL_VERSION, "type": "fatal", "error": _error_text(error)})
+            usage = isinstance(error, ModelSpecError)
+            control.send({"v": PROTOCOL_VERSION, "type": "fatal", "error": str(error) if usage else _error_text(error),
+                          "usage": usage})
         return 1
     if control is not None:
         params = trainer.params()

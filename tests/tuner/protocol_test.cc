@@ -69,8 +69,12 @@ TEST(Protocol, WorkerMessagesDecode) {
   const auto f = std::get<TrialReply>(decode_worker_message(encode_reply(failed)));
   EXPECT_FALSE(f.ok);
   EXPECT_EQ(f.error, "RuntimeError: boom");
-  const auto fatal = std::get<WorkerFatal>(decode_worker_message(R"({"v":1,"type":"fatal","error":"no model x"})"));
-  EXPECT_EQ(fatal.error, "no model x");
+  const auto fatal = std::get<WorkerFatal>(decode_worker_message(R"({"v":1,"type":"fatal","error":"out of memory"})"));
+  EXPECT_EQ(fatal.error, "out of memory");
+  EXPECT_FALSE(fatal.usage);
+  const auto usage =
+      std::get<WorkerFatal>(decode_worker_message(R"({"v":1,"type":"fatal","error":"no model x","usage":true})"));
+  EXPECT_TRUE(usage.usage);
 }
 
 TEST(Protocol, RefusesOtherVersionsAndMalformedMessages) {

@@ -86,5 +86,14 @@ TEST(Statistics, PairedSpeedupRejectsNoiseAroundOne) {
   EXPECT_THROW(paired_speedup({{1.0}}, {{1.0}}, IntervalMethod::kStudentT, 1), InvalidArgument);
 }
 
+TEST(Statistics, CompressedLossMustStayWithinToleranceAndFinite) {
+  EXPECT_TRUE(loss_within_tolerance(2.05, 2.0, 0.05));
+  EXPECT_TRUE(loss_within_tolerance(1.95, 2.0, 0.05));
+  EXPECT_FALSE(loss_within_tolerance(2.2, 2.0, 0.05));
+  EXPECT_FALSE(loss_within_tolerance(std::nan(""), 2.0, 0.05));
+  EXPECT_FALSE(loss_within_tolerance(INFINITY, 2.0, 0.05));
+  EXPECT_TRUE(loss_within_tolerance(0.0, 0.0, 0.0));
+}
+
 }  // namespace
 }  // namespace acspeed::tuner

@@ -96,6 +96,16 @@ def test_pinned_knob_is_not_searched(tune, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("model, named", [("resnet9000", "'resnet9000'"), ("tiny_models:nothing", "nothing")])
+def test_a_model_that_cannot_be_built_is_a_usage_error(tune, isolated_store, model, named):
+    result = tune("--model", model, *FAST, check=False)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and named in errors[0], result.stderr
+    assert rows(isolated_store, "SELECT * FROM sessions") == []
+
+
+@pytest.mark.slow
 def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_store, repo_root, tmp_path):
     result = tune("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
                   "--streams", "1,2", "--strategy", "grid", *FAST)
@@ -126,6 +136,8 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
 
     # A new job with `import acspeed` finds that decision and applies exactly its config.
     env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store))
+    for name in ("ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_PRECISION"):
+        env.pop(name, None)
     bench = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          str(repo_root / "examples" / "Pytorch_ddp_benchmark.py"), "--model", "tiny_models:mlp", "--steps", "3"],

@@ -41,7 +41,9 @@ class _FaultyMlp(_Mlp):
 
 
 def _make_batch(batch_size):
-    generator = torch.Generator().manual_seed(7)
+    # Each rank trains on its own data, so a config that skipped or garbled the gradient average
+    # would end with another loss than DDP's own allreduce.
+    generator = torch.Generator().manual_seed(7 + int(os.environ.get("RANK", "0")))
     return torch.randn(batch_size, 64, generator=generator), torch.randint(0, 10, (batch_size,), generator=generator)
 
 

@@ -73,7 +73,7 @@ WorkerMessage decode_worker_message(const std::string& line) {
     h.probe = optional_field<std::string>(j, "probe").value_or("");
     return h;
   }
-  if (type == "fatal") return WorkerFatal{field<std::string>(j, "error")};
+  if (type == "fatal") return WorkerFatal{field<std::string>(j, "error"), optional_field<bool>(j, "usage").value_or(false)};
   if (type == "result") {
     TrialReply r;
     r.id = field<int64_t>(j, "id");

@@ -6,7 +6,8 @@
 //                     "backend":"gloo","device":"cpu","model":"resnet18","model_signature":"p62-...",
 //                     "param_count":11689512,"param_bytes":46758048,"torch_version":"2.15.0",
 //                     "batch_size":8,"precision":"fp32","probe":"cpu-timers"}
-//                    {"v":1,"type":"fatal","error":"..."}        (setup failed; the worker exits)
+//                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
+//                                                     usage: the --model given names nothing buildable)
 //   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5}
 //   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
 //                     "loss_first":6.9,"loss":6.8,"finite":true,"rebuild_s":0.4,
@@ -48,6 +49,7 @@ struct WorkerHello {
 
 struct WorkerFatal {
   std::string error;
+  bool usage = false;  // the user's --model is at fault (a usage error), not the machine
 };
 
 struct TrialRequest {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -96,6 +97,12 @@ PairedSpeedup paired_speedup(const std::vector<std::vector<double>>& candidate_s
   result.ci_high = std::exp(interval.high);
   result.accepted = result.ci_low > 1.0;
   return result;
+}
+
+bool loss_within_tolerance(double compressed_loss, double uncompressed_loss, double tolerance) {
+  if (!std::isfinite(compressed_loss) || !std::isfinite(uncompressed_loss)) return false;
+  return std::abs(compressed_loss - uncompressed_loss) <=
+         tolerance * std::max(std::abs(uncompressed_loss), std::numeric_limits<double>::min());
 }
 
 }  // namespace acspeed::tuner

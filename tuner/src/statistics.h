@@ -53,4 +53,9 @@ PairedSpeedup paired_speedup(const std::vector<std::vector<double>>& candidate_s
                              const std::vector<std::vector<double>>& baseline_steps, IntervalMethod method,
                              uint64_t seed);
 
+// Compression changes numerics: a compressed run is acceptable only when its loss is finite and
+// within `tolerance` (relative) of the uncompressed run's loss after the same steps from the same
+// weights and batch.
+bool loss_within_tolerance(double compressed_loss, double uncompressed_loss, double tolerance);
+
 }  // namespace acspeed::tuner

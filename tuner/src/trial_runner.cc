@@ -219,6 +219,7 @@ const WorkerHello& WorkerGroup::start() {
   const auto message = decode_worker_message(*line);
   if (const auto* fatal = std::get_if<WorkerFatal>(&message)) {
     kill_workers();
+    if (fatal->usage) ACS_THROW(InvalidArgument, "{}", fatal->error);
     ACS_THROW(Error, "the workers could not start: {}", fatal->error);
   }
   const auto* hello = std::get_if<WorkerHello>(&message);

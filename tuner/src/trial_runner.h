@@ -53,8 +53,9 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  // Launches the workers unless they run, and waits for rank 0's hello. Throws Error with the
-  // workers' own error when they cannot start (bad model name, rendezvous timeout...).
+  // Launches the workers unless they run, and waits for rank 0's hello. Throws InvalidArgument when
+  // the --model names nothing buildable, Error with the workers' own error for other failures to
+  // start (rendezvous timeout, out of memory...).
   const WorkerHello& start();
   // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
   TrialOutcome run(const TrialRequest& request, std::chrono::seconds timeout);
