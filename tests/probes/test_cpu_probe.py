@@ -58,11 +58,12 @@ def p50(summary, key):
 @pytest.mark.slow
 def test_two_ranks_dominated_by_communication_show_exposed_communication_per_bucket(tmp_path):
     s = run_ranks(tmp_path, world_size=2, hook=True)
-    assert s["backend"] == "cpu" and s["ranks"] == 2 and s["steps"] == 6
-    assert s["unmatched_events"] == 0
-    assert p50(s, "exposed_comm_s") > 0.2 * p50(s, "wall_s"), s
+    assert s["backend"] == "cpu" and s["ranks"] == 2 and s["steps"] == 6, s
+    assert s["unmatched_events"] == 0, s
+    # Typically 40 % of the step here (1.5 % at world size 1); 10 % leaves room for a loaded machine.
+    assert p50(s, "exposed_comm_s") > 0.1 * p50(s, "wall_s"), s
     assert p50(s, "comm_s") >= p50(s, "exposed_comm_s")
-    assert sum(b["bytes"] for b in s["buckets"]) == s["parameter_bytes"]
+    assert sum(b["bytes"] for b in s["buckets"]) == s["parameter_bytes"], s
     assert all(b["steps"] == 6 and b["comm_s_p50"] > 0 for b in s["buckets"]), s["buckets"]
 
 
@@ -76,9 +77,9 @@ def test_world_size_one_has_almost_no_exposed_communication(tmp_path):
 @pytest.mark.slow
 def test_baseline_without_a_hook_is_measured_at_the_autograd_boundary(tmp_path):
     s = run_ranks(tmp_path, world_size=2, hook=False)
-    assert not s["hook_registered"]  # DDP's own allreduce path, untouched
-    assert s["buckets"] == []  # no observer, no per-bucket times
-    assert p50(s, "exposed_comm_s") > 0.2 * p50(s, "wall_s"), s
+    assert not s["hook_registered"], s  # DDP's own allreduce path, untouched
+    assert s["buckets"] == [], s  # no observer, no per-bucket times
+    assert p50(s, "exposed_comm_s") > 0.1 * p50(s, "wall_s"), s
 
 
 @pytest.mark.slow
@@ -86,8 +87,8 @@ def test_acspeeds_own_hook_reports_every_bucket_to_the_probe(tmp_path):
     config = json.dumps({"version": 1, "algorithm": "allreduce", "streams": 2})
     s = run_ranks(tmp_path, world_size=2, hook=False, acspeed_config=config)
     assert s["acspeed_hook"], "acspeed registered no hook for a 2-stream config"
-    assert s["unmatched_events"] == 0
-    assert sum(b["bytes"] for b in s["buckets"]) == s["parameter_bytes"]
+    assert s["unmatched_events"] == 0, s
+    assert sum(b["bytes"] for b in s["buckets"]) == s["parameter_bytes"], s
     assert all(b["steps"] == 6 and b["comm_s_p50"] > 0 for b in s["buckets"]), s["buckets"]
     assert p50(s, "exposed_comm_s") > 0.1 * p50(s, "wall_s"), s
 
