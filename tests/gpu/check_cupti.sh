@@ -95,7 +95,9 @@ if stage == "stage1":
         steps(side, 2)
         result.update(profiled_backend=side.backend, profiled_notes=side.notes)
         side.close()
-    result["profiler_cuda_events"] = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    result["profiler_cuda_events"] = sum(
+        1 for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA or getattr(e, "device_time_total", 0) > 0)
 if rank == 0:
     with open(out, "w") as f:
         json.dump(result, f)
