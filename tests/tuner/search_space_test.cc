@@ -84,6 +84,22 @@ TEST(SearchSpace, EnumeratesEveryPointOnceAndMapsToConfigs) {
   EXPECT_NE(space.describe().find("= 12 configs"), std::string::npos) << space.describe();
 }
 
+TEST(SearchSpace, NcclKnobsBecomeOneRuleOnlyWhenTheyChangeSomething) {
+  SearchSpace space;
+  space.nccl_protocols = {"any", "simple"};
+  space.nccl_channels = {0, 8};
+  ASSERT_EQ(space.size(), 4u);
+  const CommConfig nccl_choice = space.config_at(space.default_point());
+  EXPECT_TRUE(nccl_choice.nccl_rules.empty());  // "any" and 0 channels leave NCCL's own choice
+  EXPECT_TRUE(nccl_choice.is_default());
+  const CommConfig tuned = space.config_at(space.point_at(space.size() - 1));
+  ASSERT_EQ(tuned.nccl_rules.size(), 1u);
+  EXPECT_EQ(tuned.nccl_rules[0].collective, "any");
+  EXPECT_EQ(tuned.nccl_rules[0].protocol, "simple");
+  EXPECT_EQ(tuned.nccl_rules[0].channels, 8);
+  EXPECT_NE(space.describe().find("NCCL"), std::string::npos);
+}
+
 TEST(SearchSpace, DefaultPointIsNearestToDdpDefaults) {
   SearchSpace space;
   space.bucket_mb = {1, 10, 100};

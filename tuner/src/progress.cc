@@ -53,10 +53,10 @@ void Progress::trial_finished(const std::string& line, const std::string& best) 
   std::lock_guard<std::mutex> lock(mutex_);
   best_ = best;
   ++done_;
+  what_.clear();  // the bar comes back with the next trial
   if (live_) clear_locked();
   fmt::print("{}\n", line);
   std::fflush(stdout);
-  if (live_) draw_locked();
 }
 
 void Progress::note(const std::string& line) {
