@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Plays rank 0 of `python -m torch.distributed.run ... -m acspeed.worker ... --control PATH` for the
+trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_WORKER_MODE:
+  ok             every trial succeeds with step times [0.1, 0.2, 0.3]
+  crash:ID       trial ID kills the process (exit 3) after printing the worker's failure line
+  hang:ID        trial ID never answers
+  fatal_usage    setup fails: the --model names nothing buildable
+A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file."""
+import json
+import os
+import socket
+import sys
+import time
+
+argv = sys.argv
+control = argv[argv.index("--control") + 1]
+mode = os.environ.get("FAKE_WORKER_MODE", "ok")
+once = os.environ.get("FAKE_WORKER_ONCE")
+if once:
+    if os.path.exists(once):
+        mode = "ok"
+    else:
+        open(once, "w").close()
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(control)
+reader = sock.makefile("r")
+
+
+def send(message):
+    sock.sendall((json.dumps(dict(message, v=1)) + "\n").encode())
+
+
+if mode == "fatal_usage":
+    send({"type": "fatal", "error": "--model 'nope' is not a torchvision classification model", "usage": True})
+    sys.exit(1)
+send({"type": "hello", "world_size": 2, "nnodes": 1, "local_world_size": 2, "backend": "gloo", "device": "cpu",
+      "model": "fake", "model_signature": "p1-0000000000000001", "param_count": 10, "param_bytes": 40,
+      "torch_version": "2.15.0", "batch_size": 8, "precision": "fp32", "probe": ""})
+for line in reader:
+    request = json.loads(line)
+    if request["type"] == "stop":
+        sys.exit(0)
+    if mode == f"crash:{request['id']}":
+        print(f"acspeed.worker rank 0: trial {request['id']} failed: RuntimeError: boom", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if mode == f"hang:{request['id']}":
+        time.sleep(3600)
+    send({"type": "result", "id": request["id"], "status": "ok", "step_times_s": [0.1, 0.2, 0.3], "loss": 1.5,
+          "finite": True})

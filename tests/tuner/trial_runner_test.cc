@@ -1,0 +1,117 @@
+// The worker group against a fake rank 0 (tests/tuner/fake_worker.py, no torch): one launch serves
+// many trials; a crashed or hung trial is failed / timed out with the workers' own error and the
+// next trial gets fresh workers; a --model that cannot be built is a usage error.
+#include "trial_runner.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "acspeed/error.h"
+
+namespace acspeed::tuner {
+namespace {
+
+class TrialRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/acspeed-runner-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    launch_.python = ACSPEED_FAKE_WORKER;
+    launch_.worker_args = {"--model", "fake"};
+    launch_.work_dir = dir_;
+    launch_.start_timeout = std::chrono::seconds(30);
+  }
+  void TearDown() override {
+    unsetenv("FAKE_WORKER_MODE");
+    unsetenv("FAKE_WORKER_ONCE");
+    std::filesystem::remove_all(dir_);
+  }
+  TrialRequest request(int64_t id) {
+    TrialRequest r;
+    r.id = id;
+    r.config.streams = 2;
+    r.warmup = 1;
+    r.steps = 3;
+    return r;
+  }
+  void mode(const std::string& value) {
+    setenv("FAKE_WORKER_MODE", value.c_str(), 1);
+    setenv("FAKE_WORKER_ONCE", (dir_ + "/fault-done").c_str(), 1);
+  }
+
+  std::string dir_;
+  WorkerLaunch launch_;
+};
+
+TEST_F(TrialRunnerTest, OneLaunchServesManyTrials) {
+  WorkerGroup group(launch_);
+  const auto& hello = group.start();
+  EXPECT_EQ(hello.world_size, 2);
+  EXPECT_EQ(hello.model_signature, "p1-0000000000000001");
+  for (int64_t id = 0; id < 3; ++id) {
+    const auto outcome = group.run(request(id), std::chrono::seconds(10));
+    ASSERT_EQ(outcome.status, TrialStatus::kOk) << outcome.error;
+    EXPECT_EQ(outcome.reply.id, id);
+    EXPECT_EQ(outcome.reply.step_times_s, (std::vector<double>{0.1, 0.2, 0.3}));
+    EXPECT_EQ(outcome.reply.measured.loss, 1.5);
+  }
+  EXPECT_EQ(group.launches(), 1);
+}
+
+TEST_F(TrialRunnerTest, CrashedTrialFailsWithTheWorkersErrorAndTheNextOneRelaunches) {
+  mode("crash:1");
+  WorkerGroup group(launch_);
+  EXPECT_EQ(group.run(request(0), std::chrono::seconds(10)).status, TrialStatus::kOk);
+  const auto crashed = group.run(request(1), std::chrono::seconds(10));
+  EXPECT_EQ(crashed.status, TrialStatus::kFailed);
+  EXPECT_NE(crashed.error.find("RuntimeError: boom"), std::string::npos) << crashed.error;
+  const auto next = group.run(request(2), std::chrono::seconds(10));
+  EXPECT_EQ(next.status, TrialStatus::kOk) << next.error;
+  EXPECT_EQ(group.launches(), 2);
+}
+
+TEST_F(TrialRunnerTest, HungTrialTimesOutAndTheNextOneRelaunches) {
+  mode("hang:0");
+  WorkerGroup group(launch_);
+  const auto hung = group.run(request(0), std::chrono::seconds(1));
+  EXPECT_EQ(hung.status, TrialStatus::kTimeout);
+  EXPECT_NE(hung.error.find("timeout"), std::string::npos) << hung.error;
+  const auto next = group.run(request(1), std::chrono::seconds(10));
+  EXPECT_EQ(next.status, TrialStatus::kOk) << next.error;
+  EXPECT_EQ(group.launches(), 2);
+}
+
+TEST_F(TrialRunnerTest, ModelThatCannotBeBuiltIsAUsageError) {
+  mode("fatal_usage");
+  WorkerGroup group(launch_);
+  try {
+    group.start();
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {
+  WorkerLaunch l;
+  l.python = "/usr/bin/python3";
+  l.worker_args = {"--model", "my pkg.mod:fn; rm -rf /"};
+  l.nnodes = 2;
+  l.node_rank = 1;
+  l.nproc_per_node = 4;
+  l.master_addr = "10.0.0.1";
+  const auto argv = torchrun_argv(l, 29500, "");
+  const std::vector<std::string> expected = {
+      "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1", "--nproc_per_node=4",
+      "--master_addr=10.0.0.1", "--master_port=29500", "--max_restarts=0", "-m", "acspeed.worker", "--model",
+      "my pkg.mod:fn; rm -rf /"};
+  EXPECT_EQ(argv, expected);  // one argv item, passed to execvp as is; no --control off node 0
+}
+
+}  // namespace
+}  // namespace acspeed::tuner
