@@ -63,7 +63,6 @@ class WorkerGroup {
   void stop();
 
   int launches() const { return launches_; }
-  const std::optional<WorkerHello>& hello() const { return hello_; }
 
  private:
   void launch();

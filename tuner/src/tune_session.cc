@@ -535,7 +535,11 @@ void print_plan(const TuneOptions& o, const std::string& strategy_name, const st
   fmt::print("\n  search space: {}\n", o.space.describe());
   for (const auto& pinned : o.space.pinned) fmt::print("  pinned (not searched): {}\n", pinned);
   const int search_trials = planned_search_trials(strategy_name, o.space);
-  fmt::print("  strategy: {} ({} {} trial(s)), seed {}\n", strategy_name,
+  std::string summary;
+  for (const auto& info : strategies()) {
+    if (info.name == strategy_name) summary = info.summary;
+  }
+  fmt::print("  strategy: {}: {} ({} {} trial(s)), seed {}\n", strategy_name, summary,
              strategy_name == "grid" ? "exactly" : "about", search_trials, o.seed);
   fmt::print("  each trial: {} warm-up + {} timed steps, timeout {} s; decision: {} alternated pairs vs DDP defaults\n",
              o.warmup, o.steps, o.trial_timeout_s, o.repeats);
