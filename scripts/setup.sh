@@ -16,6 +16,8 @@ PYTHON=${ACSPEED_PYTHON:-$(command -v python3 || true)}
 if [ "$(id -u)" = 0 ]; then PREFIX=${ACSPEED_PREFIX:-/usr/local}; SUDO=; else PREFIX=${ACSPEED_PREFIX:-$HOME/.local}; SUDO=sudo; fi
 say() { printf '[setup] %s\n' "$*"; }
 [ -n "$PYTHON" ] || { echo "setup: no python3 on PATH (set ACSPEED_PYTHON)" >&2; exit 1; }
+# Record the interpreter itself, not a launcher shim (pyenv) that may resolve differently later.
+PYTHON=$("$PYTHON" -c 'import sys; print(sys.executable)')
 
 # 1. Debian packages (compilers, CMake and the CUDA toolkit come with the machine).
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git libboost-program-options-dev libfmt-dev
