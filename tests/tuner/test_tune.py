@@ -4,6 +4,8 @@ stored decision. Also --dry-run, bad input, a crashed and a hung trial, kill -9 
 import json
 import os
 import pathlib
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -165,6 +167,11 @@ def test_a_crashed_or_hung_trial_is_recorded_and_the_session_completes(tune, iso
     assert rows(isolated_store, "SELECT status FROM sessions")[0]["status"] == "done"
     assert len(rows(isolated_store, "SELECT * FROM decisions WHERE active = 1")) == 1
     assert ("FAILED" if fault == "raise" else "TIMEOUT") in result.stdout
+    kept = re.search(r"worker logs kept in (\S+)", result.stderr)
+    assert kept, "the failed trial's worker log is kept for the user"
+    assert "injected failure" in "".join(p.read_text() for p in pathlib.Path(kept[1]).glob("workers-*.log")) \
+        or fault == "hang"
+    shutil.rmtree(kept[1])
 
 
 @pytest.mark.slow
