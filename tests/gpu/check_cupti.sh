@@ -24,19 +24,14 @@ mkdir -p "$logs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/acspeed-cupti-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-fail() { echo "FAIL: $*"; exit 1; }
-pass() { echo "ok: $*"; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$repo/tests/gpu/lib.sh"
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   echo "skipped: no GPU here (nvidia-smi missing or lists none)"
   exit 77
 fi
-cuda=$("$python" -c 'import torch, torch.distributed as d; print(int(torch.cuda.is_available() and d.is_nccl_available()))' 2>&1) ||
-  fail "$python cannot import torch: $cuda"
-if [[ "$cuda" != 1 ]]; then
-  echo "skipped: torch under $python sees no CUDA device or has no NCCL"
-  exit 77
-fi
+require_cuda_torch
 
 echo "--- build: probes/ stand-alone into $build"
 { cmake -S "$repo/probes" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -104,7 +99,6 @@ if rank == 0:
 dist.destroy_process_group()
 PY
 
-free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Runs the worker as RANK $1 of $2 for stage $3 on port $4; further arguments are VAR=value settings.
 worker() {
   local rank=$1 world=$2 stage=$3 port=$4
@@ -138,20 +132,9 @@ check stage1 'r["profiled_backend"] == "cpu" and any("torch.profiler" in n or "s
 check stage1 'r["profiler_cuda_events"] > 0' "torch.profiler still recorded CUDA kernels"
 
 echo "--- stage 2: two processes on one GPU posing as two nodes"
-mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1)
-if [[ "$mode" == Exclusive* ]]; then
-  echo "stage 2 skipped: GPU compute mode is $mode (two processes cannot share it)"
-  exit 0
-fi
-port=$(free_port)
-pids=()
-for rank in 0 1; do
-  worker "$rank" 2 stage2 "$port" NCCL_HOSTID="acspeed-emulated-node-$rank" NCCL_SOCKET_IFNAME=lo \
-    NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 &
-  pids+=($!)
-done
-rc=0
-for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+run_two_emulated_nodes stage2
+rc=$?
+((two_nodes_skipped == 0)) || exit 0
 ((rc == 0)) || fail "a stage 2 worker failed (exit $rc): $(tail -5 "$logs"/stage2.rank*.out)"
 cat "$logs/stage2.rank0.out"
 check stage2 'r["backend"] == "cupti"' "the CUPTI backend was selected (rank 0)"

@@ -23,19 +23,14 @@ mkdir -p "$logs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/acspeed-nccl-plugin-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-fail() { echo "FAIL: $*"; exit 1; }
-pass() { echo "ok: $*"; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$repo/tests/gpu/lib.sh"
 
 [[ -f "$plugin" ]] || fail "$plugin not found. Build it on the CPU machine (ninja -C build acspeed_nccl_tuner)" \
   "and carry python/acspeed/libnccl-tuner-acspeed.so along (tests/gpu/README.md)"
 plugin=$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")
 ((${#plugin} < 255)) || fail "NCCL_TUNER_PLUGIN must be shorter than 255 bytes: $plugin"
-cuda=$("$python" -c 'import torch, torch.distributed as d; print(int(torch.cuda.is_available() and d.is_nccl_available()))' 2>&1) ||
-  fail "$python cannot import torch: $cuda"
-if [[ "$cuda" != 1 ]]; then
-  echo "skipped: torch under $python sees no CUDA device or has no NCCL"
-  exit 77
-fi
+require_cuda_torch
 "$python" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$plugin" 2>"$work/load.err" ||
   fail "the plugin does not load here (glibc too old?): $(cat "$work/load.err")"
 echo "torch $("$python" -c 'import torch; print(torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))')"
@@ -62,7 +57,6 @@ worker() {
     "$python" "$repo/tests/gpu/nccl_plugin_ddp.py" --plugin "$plugin" --switch-to "$work/rules_b.json" \
     >"$logs/$stage.rank$rank.out" 2>&1
 }
-free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 expect_line() {  # file, fixed text, what it proves
   grep -qF -- "$2" "$1" || fail "$3: no line with '$2' in $1 (see $logs)"
   pass "$3"
@@ -81,20 +75,9 @@ expect_line "$log" "acspeed_nccl_tuner_set_rules refused the config" "a bad conf
 expect_line "$logs/stage1.rank0.out" "ACSPEED_CHECK rank 0: phase B DDP step 1 loss" "single-rank DDP steps ran"
 
 echo "--- stage 2: two processes on one GPU posing as two nodes"
-mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1)
-if [[ "$mode" == Exclusive* ]]; then
-  echo "stage 2 skipped: GPU compute mode is $mode (two processes cannot share it)"
-  exit 0
-fi
-port=$(free_port)
-pids=()
-for rank in 0 1; do
-  worker "$rank" 2 stage2 "$port" NCCL_HOSTID="acspeed-emulated-node-$rank" NCCL_SOCKET_IFNAME=lo \
-    NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 &
-  pids+=($!)
-done
-rc=0
-for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+run_two_emulated_nodes stage2
+rc=$?
+((two_nodes_skipped == 0)) || exit 0
 ((rc != 124 && rc != 137)) || fail "a two-rank worker timed out after ${worker_timeout}s (stage 1 passed;" \
   "two processes time-slicing one GPU may be too slow here: raise ACSPEED_NCCL_WORKER_TIMEOUT)"
 ((rc == 0)) || fail "a two-rank worker failed (exit $rc): $(tail -3 "$logs"/stage2.rank*.out)"

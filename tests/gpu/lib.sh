@@ -1,0 +1,40 @@
+# Shared by the tests/gpu/check_*.sh scripts: `source` it after setting $python.
+# shellcheck shell=bash disable=SC2154,SC2034  # $python and worker() come from, and two_nodes_skipped goes to, the sourcing script
+
+fail() { echo "FAIL: $*"; exit 1; }
+pass() { echo "ok: $*"; }
+free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Exits 77 (skipped) unless torch under $python sees a CUDA device and has NCCL.
+require_cuda_torch() {
+  local cuda
+  cuda=$("$python" -c 'import torch, torch.distributed as d; print(int(torch.cuda.is_available() and d.is_nccl_available()))' 2>&1) ||
+    fail "$python cannot import torch: $cuda"
+  if [[ "$cuda" != 1 ]]; then
+    echo "skipped: torch under $python sees no CUDA device or has no NCCL"
+    exit 77
+  fi
+}
+
+# Runs the script's `worker RANK WORLD STAGE PORT [VAR=value...]` as ranks 0 and 1 of two emulated
+# nodes sharing the one GPU (NCCL_HOSTID differs, NCCL's socket transport over loopback). Returns
+# the last failing worker's status; returns 0 after saying so when the GPU's compute mode is
+# exclusive and the stage cannot run (then $two_nodes_skipped is 1).
+two_nodes_skipped=0
+run_two_emulated_nodes() {
+  local stage=$1 mode port rank pid rc=0 pids=()
+  mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1)
+  if [[ "$mode" == Exclusive* ]]; then
+    echo "$stage skipped: GPU compute mode is $mode (two processes cannot share it)"
+    two_nodes_skipped=1
+    return 0
+  fi
+  port=$(free_port)
+  for rank in 0 1; do
+    worker "$rank" 2 "$stage" "$port" NCCL_HOSTID="acspeed-emulated-node-$rank" NCCL_SOCKET_IFNAME=lo \
+      NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  return "$rc"
+}
