@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -31,6 +32,9 @@ import torch
 import torch.distributed as dist
 
 from acspeed.probes import StepProbe
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # bench/stats.py
+import stats  # noqa: E402
 
 
 def build_model(name, device):
@@ -71,13 +75,6 @@ def timed_block(model, opt, x, y, steps, probe, device):
     return t.tolist()
 
 
-def bootstrap_ci(values, seed, resamples=10000):
-    rng = np.random.default_rng(seed)
-    v = np.asarray(values)
-    means = rng.choice(v, size=(resamples, v.size), replace=True).mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def direct_probe_cost_s(n_params, pairs, reps, seed):
     """Seconds the probe adds to one step (gradient hooks + marks), measured on a compute-free model
     with n_params scalar parameters: mean over pairs of (median on - median off), and its bootstrap
@@ -109,7 +106,7 @@ def direct_probe_cost_s(n_params, pairs, reps, seed):
             if probe:
                 probe.close()
         diffs.append(result["on"] - result["off"])
-    return statistics.mean(diffs), bootstrap_ci(diffs, seed)
+    return statistics.mean(diffs), stats.bootstrap_ci(diffs, np.mean, seed)
 
 
 def observer_call_cost_ns(calls=200000):
@@ -174,7 +171,7 @@ def main():
     if rank != 0:
         dist.destroy_process_group()
         return
-    lo, hi = bootstrap_ci(ratios, args.seed)
+    lo, hi = stats.bootstrap_ci(ratios, np.mean, args.seed)
     result = {
         "version": 1,
         "command": f"torchrun --nproc_per_node {world} bench/probes/probe_overhead.py "

@@ -12,7 +12,7 @@ import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1] / "python")]
+sys.path[:0] = [str(HERE.parent), str(HERE.parents[1] / "python")]  # bench/stats.py, acspeed
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

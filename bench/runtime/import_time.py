@@ -10,7 +10,7 @@ import pathlib
 import subprocess
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # bench/stats.py
 import stats  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

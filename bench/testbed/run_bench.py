@@ -20,6 +20,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # bench/stats.py
+import stats  # noqa: E402
+
 HERE = pathlib.Path(__file__).resolve().parent
 # (profile, streams per sender): caps, a per-flow cap, node 0's downlink shared by two senders, and
 # the uncapped veth (what the CPUs allow).
@@ -37,16 +40,10 @@ def run_json(cmd, timeout):
     return json.loads(lines[-1])
 
 
-def boot_ci(samples, stat, rng, n=2000):
-    samples = np.asarray(samples)
-    values = [stat(rng.choice(samples, samples.size)) for _ in range(n)]
-    return float(stat(samples)), float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
-
-
-def boot_ratio(num, den, rng, n=2000):
-    num, den = np.asarray(num), np.asarray(den)
-    values = [np.median(rng.choice(num, num.size)) / np.median(rng.choice(den, den.size)) for _ in range(n)]
-    return float(np.median(num) / np.median(den)), float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+def boot_ci(samples, stat):
+    """(statistic, 95% interval low, high) of the samples."""
+    samples = np.asarray(samples, float)
+    return (float(stat(samples)), *stats.bootstrap_ci(samples, stat))
 
 
 def rate_mbit(text):
@@ -67,13 +64,13 @@ def effective_cap_mbit(profile, streams):
     return min(link, (nodes - 1) * per_sender)
 
 
-def print_link_table(record, rng):
+def print_link_table(record):
     print("\n| profile | senders x streams | cap seen by node 0 (Mbit/s) | goodput (Mbit/s), mean [95% CI] "
           "| per connection (Mbit/s), mean | wire rate / cap |")
     print("|---|---|---|---|---|---|")
     for profile, entry in record["link"].items():
         streams = entry["streams"]
-        mean, lo, hi = boot_ci(entry["total_mbit_s"], np.mean, rng)
+        mean, lo, hi = boot_ci(entry["total_mbit_s"], np.mean)
         cap = effective_cap_mbit(profile, streams)
         senders = int(profile.split("x")[0]) - 1
         ratio = f"{mean * WIRE_PER_PAYLOAD / cap:.3f}" if cap else "-"
@@ -89,16 +86,16 @@ def default_model_params():
     return sum(p.numel() for p in torchvision.models.resnet18(num_classes=10).parameters())
 
 
-def print_ddp_table(record, rng):
+def print_ddp_table(record):
     print("\n| link | DDP step p50 (ms) [95% CI] | compute-only p50 (ms) [95% CI] | DDP / compute-only per pair "
           "[95% CI] | DDP - compute-only per pair (ms) [95% CI] | gradients over the cap (ms) |")
     print("|---|---|---|---|---|---|")
     for profile, entry in record["ddp"].items():
         comm, compute = np.asarray(entry["comm_step_s"]), np.asarray(entry["compute_step_s"])
-        med, lo, hi = boot_ci(comm, np.median, rng)
-        cmed, clo, chi = boot_ci(compute, np.median, rng)
-        rmed, rlo, rhi = boot_ci(comm / compute, np.median, rng)
-        dmed, dlo, dhi = boot_ci(comm - compute, np.median, rng)
+        med, lo, hi = boot_ci(comm, np.median)
+        cmed, clo, chi = boot_ci(compute, np.median)
+        rmed, rlo, rhi = boot_ci(comm / compute, np.median)
+        dmed, dlo, dhi = boot_ci(comm - compute, np.median)
         link = profile.split("@")[1] if "@" in profile else "uncapped"
         # Ring allreduce between 2 nodes: each sends the whole fp32 gradient once.
         params = record.get("params") or default_model_params()
@@ -121,13 +118,12 @@ def main():
     parser.add_argument("--skip-ddp", action="store_true")
     parser.add_argument("--from-json", metavar="FILE", help="print the tables of an earlier run's results, run nothing")
     args = parser.parse_args()
-    rng = np.random.default_rng(20261202)
     if args.from_json:
         record = json.loads(pathlib.Path(args.from_json).read_text())
         if record["link"]:
-            print_link_table(record, rng)
+            print_link_table(record)
         if record["ddp"]:
-            print_ddp_table(record, rng)
+            print_ddp_table(record)
         return
     if not args.out or not args.testbed:
         parser.error("--testbed and --out are required unless --from-json")
@@ -153,7 +149,7 @@ def main():
                 print(f"link {profile}: {r['total_mbit_s']:.0f} Mbit/s flows {[round(f) for f in r['flow_mbit_s']]}", flush=True)
         for profile, streams in LINK_PROFILES:
             record["link"][profile] = {"streams": streams, "total_mbit_s": raw[profile], "flow_mbit_s": flows[profile]}
-        print_link_table(record, rng)
+        print_link_table(record)
 
     if not args.skip_ddp:
         comm = {p: [] for p in DDP_PROFILES}
@@ -170,7 +166,7 @@ def main():
         for profile in DDP_PROFILES:
             record["ddp"][profile] = {"comm_step_s": comm[profile], "compute_step_s": compute[profile]}
             record["params"] = r["params"]
-        print_ddp_table(record, rng)
+        print_ddp_table(record)
     out.write_text(json.dumps(record, indent=1) + "\n")
 
 

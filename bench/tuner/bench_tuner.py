@@ -14,7 +14,6 @@ Needs root (network namespaces) and a build folder (ACSPEED_BUILD_DIR, default b
 """
 import argparse
 import json
-import math
 import os
 import pathlib
 import shlex
@@ -25,8 +24,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # bench/stats.py
+import stats  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 def parse_args():
@@ -108,13 +109,6 @@ def benchmark(args, db: pathlib.Path, env: dict, out_dir: pathlib.Path) -> list:
     return pairs
 
 
-def interval(ratios):
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    half = T95.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
-
-
 def main():
     args = parse_args()
     env = dict(os.environ)
@@ -131,7 +125,7 @@ def main():
         print(json.dumps(results["grid"], indent=2), flush=True)
     pairs = benchmark(args, work / "descent.db", env, work)
     ratios = [default / tuned for tuned, default in pairs]
-    speedup, low, high = interval(ratios)
+    speedup, low, high = stats.geometric_mean_t_interval(ratios)
     results["benchmark"] = {"pairs": [{"tuned_p50_s": t, "default_p50_s": d} for t, d in pairs],
                             "speedup": speedup, "ci_low": low, "ci_high": high,
                             "tuned_samples_per_s": args.batch_size / statistics.median(t for t, _ in pairs),

@@ -1,0 +1,59 @@
+"""Statistics shared by the benchmark scripts: seeded percentile-bootstrap intervals, paired
+(alternated) comparisons, and a Student-t interval for a geometric-mean ratio. Seeded, so a rerun on
+the same samples prints the same interval."""
+import math
+
+import numpy as np
+
+SEED = 20261202
+RESAMPLES = 10000
+# Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table, the normal 1.96.
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def bootstrap_ci(values, statistic=np.mean, seed=SEED, resamples=RESAMPLES) -> tuple:
+    """95% percentile-bootstrap interval of `statistic` (a numpy reducer taking `axis`) over `values`."""
+    values = np.asarray(values, float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(values), size=(resamples, len(values)))
+    estimates = statistic(values[picks], axis=1)
+    return float(np.percentile(estimates, 2.5)), float(np.percentile(estimates, 97.5))
+
+
+def paired(candidate, baseline) -> dict:
+    """candidate[i] and baseline[i] were measured side by side (alternated)."""
+    candidate, baseline = np.asarray(candidate, float), np.asarray(baseline, float)
+    differences = candidate - baseline
+    ratios = candidate / baseline
+    return {
+        "pairs": len(differences),
+        "baseline_median": float(np.median(baseline)),
+        "candidate_median": float(np.median(candidate)),
+        "difference_mean": float(differences.mean()),
+        "difference_ci95": bootstrap_ci(differences),
+        # Geometric mean of the per-pair ratios.
+        "ratio": float(np.exp(np.log(ratios).mean())),
+        "ratio_ci95": tuple(float(np.exp(v)) for v in bootstrap_ci(np.log(ratios))),
+    }
+
+
+def describe(result: dict, unit: str, scale: float = 1.0) -> str:
+    low, high = result["difference_ci95"]
+    rlow, rhigh = result["ratio_ci95"]
+    return (f"{result['pairs']} pairs: baseline median {result['baseline_median'] * scale:.2f} {unit}, "
+            f"candidate median {result['candidate_median'] * scale:.2f} {unit}; "
+            f"difference {result['difference_mean'] * scale:+.2f} {unit} [95% CI {low * scale:+.2f}, {high * scale:+.2f}]; "
+            f"ratio {result['ratio']:.3f} [95% CI {rlow:.3f}, {rhigh:.3f}]")
+
+
+def geometric_mean_t_interval(ratios) -> tuple:
+    """(geometric mean, low, high): a Student-t 95% interval on the log ratios."""
+    logs = [math.log(r) for r in ratios]
+    mean = float(np.mean(logs))
+    if len(logs) < 2:
+        return math.exp(mean), math.exp(mean), math.exp(mean)
+    dof = len(logs) - 1
+    t = T95.get(dof) or next((T95[k] for k in sorted(T95) if k >= dof), 1.96)
+    half = t * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
