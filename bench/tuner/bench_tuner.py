@@ -53,9 +53,12 @@ def build_dir() -> pathlib.Path:
 
 
 def testbed(profile: str, script: str, env: dict, timeout: int) -> float:
-    """Runs `sh -c script` once in every node of a fresh cluster; returns the wall time."""
+    """Runs `sh -c script` once in every node of a fresh cluster, each node pinned to its own cores
+    (unpinned, the two nodes' gloo threads fight over the 2 cores and plain DDP's step time swings by
+    3x, which would flatter the tuned side); returns the wall time."""
     start = time.monotonic()
-    subprocess.run([str(build_dir() / "tuner" / "testbed" / "acspeed-testbed"), "run", profile, "--", "sh", "-c", script],
+    subprocess.run([str(build_dir() / "tuner" / "testbed" / "acspeed-testbed"), "run", profile, "--pin", "--",
+                    "sh", "-c", script],
                    env=env, check=True, timeout=timeout)
     return time.monotonic() - start
 

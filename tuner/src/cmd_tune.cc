@@ -59,7 +59,7 @@ po::options_description tune_options() {
       ("strategy", po::value<std::string>(), "auto (default), descent or grid")
       ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
-      ("loss-tolerance", po::value<std::string>(), "compression: allowed relative loss difference (default 0.05)")
+      ("loss-tolerance", po::value<std::string>(), "compression: allowed loss difference, relative to the larger of the final loss and the trial's progress from its first loss (default 0.05)")
       ("resume", po::value<std::string>(), "continue session SESSION with its stored options")
       ("dry-run", "print the plan and exit");
   return o;

@@ -99,10 +99,12 @@ PairedSpeedup paired_speedup(const std::vector<std::vector<double>>& candidate_s
   return result;
 }
 
-bool loss_within_tolerance(double compressed_loss, double uncompressed_loss, double tolerance) {
+bool loss_within_tolerance(double compressed_loss, double uncompressed_loss, double tolerance,
+                           std::optional<double> initial_loss) {
   if (!std::isfinite(compressed_loss) || !std::isfinite(uncompressed_loss)) return false;
-  return std::abs(compressed_loss - uncompressed_loss) <=
-         tolerance * std::max(std::abs(uncompressed_loss), std::numeric_limits<double>::min());
+  double scale = std::max(std::abs(uncompressed_loss), std::numeric_limits<double>::min());
+  if (initial_loss && std::isfinite(*initial_loss)) scale = std::max(scale, std::abs(*initial_loss - uncompressed_loss));
+  return std::abs(compressed_loss - uncompressed_loss) <= tolerance * scale;
 }
 
 }  // namespace acspeed::tuner

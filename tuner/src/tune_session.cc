@@ -317,7 +317,7 @@ void Session::gate_compression(Measured& m) const {
   // reference; the decision pairs check again against the paired baseline.
   for (const auto& [key, other] : measured_) {
     if (other.config.compression != Compression::kNone || other.cost == kFailedCost || !other.metrics.loss) continue;
-    if (!loss_within_tolerance(*m.metrics.loss, *other.metrics.loss, o_.loss_tolerance)) {
+    if (!loss_within_tolerance(*m.metrics.loss, *other.metrics.loss, o_.loss_tolerance, other.metrics.loss_first)) {
       m.cost = kFailedCost;
       progress_->note(fmt::format("  {} compression rejected: loss {:.6g} vs {:.6g} uncompressed (--loss-tolerance {:g})",
                                   to_string(m.config.compression), *m.metrics.loss, *other.metrics.loss,
@@ -431,7 +431,8 @@ void Session::decide() {
     pairs.push_back(pair);
     // Same weights, same batches: the candidate must end with DDP's loss (compression: within the
     // tolerance; exact algorithms: the same up to summation order, so the tolerance is ample).
-    if (c.metrics.loss && b.metrics.loss && !loss_within_tolerance(*c.metrics.loss, *b.metrics.loss, o_.loss_tolerance)) {
+    if (c.metrics.loss && b.metrics.loss &&
+        !loss_within_tolerance(*c.metrics.loss, *b.metrics.loss, o_.loss_tolerance, b.metrics.loss_first)) {
       rejection = fmt::format("its loss after the trial was {:.6g} vs {:.6g} with DDP defaults, beyond "
                               "--loss-tolerance {:g}{}",
                               *c.metrics.loss, *b.metrics.loss, o_.loss_tolerance,
