@@ -6,7 +6,7 @@
 
 #include "acspeed/settings.h"
 #include "acspeed/error.h"
-#include "process.h"
+#include "acspeed/process/run.h"
 
 namespace acspeed::cli {
 
@@ -52,12 +52,18 @@ std::string python_interpreter() {
 }
 
 std::string torch_version_of_python() {
-  auto result = run_capture(
-      {python_interpreter(), "-c", "import importlib.metadata as m; print(m.version('torch'))"},
-      std::chrono::seconds(20));
+  process::RunOptions options{{python_interpreter(), "-c", "import importlib.metadata as m; print(m.version('torch'))"}};
+  options.capture_stderr = false;
+  options.timeout = std::chrono::seconds(20);
+  process::RunResult result;
+  try {
+    result = process::run(options);
+  } catch (const Error&) {
+    return "unknown";  // the interpreter cannot be started
+  }
   std::string version = result.output;
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
-  return result.exit_code == 0 && !version.empty() ? version : "unknown";
+  return result.exit_code == 0 && !result.timed_out && !version.empty() ? version : "unknown";
 }
 
 }  // namespace acspeed::cli

@@ -16,11 +16,14 @@
 #include "acspeed/settings.h"
 #include "acspeed/testbed/cluster.h"
 #include "acspeed/testbed/node_launch.h"
-#include "acspeed/testbed/process.h"
+#include "acspeed/process/signals.h"
+#include "acspeed/process/spawn.h"
+#include "acspeed/process/supervise.h"
 
 namespace po = boost::program_options;
 using namespace acspeed;
 using namespace acspeed::testbed;
+using acspeed::process::notice;
 
 namespace {
 
@@ -142,7 +145,7 @@ int launch(const ClusterState& state, const std::vector<int>& ranks,
   }
   std::vector<pid_t> children;
   for (int rank : ranks) {
-    SpawnOptions spawn_options;
+    process::SpawnOptions spawn_options;
     spawn_options.argv = options.torchrun
                              ? torchrun_command(layout, profile, rank, state.master_port,
                                                 {options.python, command})
@@ -150,11 +153,12 @@ int launch(const ClusterState& state, const std::vector<int>& ranks,
     spawn_options.env = node_environment(layout, profile, rank, state.master_port);
     spawn_options.netns_path = netns_path(layout.nodes[static_cast<size_t>(rank)].netns);
     if (options.pin) spawn_options.cpus = cpus_for_node(cpus, profile.nodes, rank);
-    children.push_back(spawn(spawn_options));
+    children.push_back(process::spawn(spawn_options));
   }
-  SuperviseOptions supervise_options;
+  process::SuperviseOptions supervise_options;
+  supervise_options.who = "acspeed-testbed";
   supervise_options.timeout_s = options.timeout_s;
-  const SuperviseResult result = supervise(children, supervise_options);
+  const process::SuperviseResult result = process::supervise(children, supervise_options);
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (result.exit_codes[i] != 0) {
       notice(fmt::format("acspeed-testbed: node {} exited with {}", ranks[i], result.exit_codes[i]));
@@ -373,7 +377,7 @@ int cmd_status(const std::vector<std::string>& words, const std::string& state_d
 int main(int argc, char** argv) {
   // Blocked from the start, awaited by the supervisor and checked between bring-up steps: a
   // Ctrl-C at any moment ends in a teardown, never in half a cluster.
-  const SignalBlock block;
+  const process::SignalBlock block;
   signal(SIGPIPE, SIG_IGN);  // a tool that exits early must fail its step, not kill us
   try {
     const Args args = split_at_double_dash(argc, argv);
@@ -412,7 +416,7 @@ int main(int argc, char** argv) {
     if (command == "down") return cmd_down(words, state_dir);
     if (command == "status") return cmd_status(words, state_dir);
     ACS_THROW(InvalidArgument, "unknown command '{}': expected run, up, exec, down or status", command);
-  } catch (const Interrupted& e) {
+  } catch (const process::Interrupted& e) {
     notice(fmt::format("acspeed-testbed: {}; cluster removed", e.what()));
     return 128 + e.signo();
   } catch (const NotPermitted& e) {
