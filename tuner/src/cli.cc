@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "acspeed/settings.h"
 #include "acspeed/error.h"
 #include "acspeed/process/run.h"
+#include "acspeed/python_interpreter.h"
 
 namespace acspeed::cli {
 
@@ -44,11 +44,6 @@ bool parse_args(const std::string& usage, const po::options_description& options
   }
   po::notify(vm);
   return true;
-}
-
-std::string python_interpreter() {
-  if (auto python = setting_string("ACSPEED_PYTHON")) return *python;
-  return ACSPEED_DEFAULT_PYTHON;
 }
 
 std::string torch_version_of_python() {

@@ -47,8 +47,6 @@ bool parse_args(const std::string& usage, const po::options_description& options
 
 // The torch version the recorded interpreter (ACSPEED_PYTHON) has, or "unknown"; never imports torch.
 std::string torch_version_of_python();
-// The interpreter trial workers run under: ACSPEED_PYTHON, else the one recorded at build time.
-std::string python_interpreter();
 
 }  // namespace acspeed::cli
 

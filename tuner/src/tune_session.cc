@@ -19,6 +19,7 @@
 #include "acspeed/fingerprint.h"
 #include "acspeed/log.h"
 #include "acspeed/process/signals.h"
+#include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
 #include "acspeed/store.h"
 #include "progress.h"
@@ -57,7 +58,7 @@ std::string python_source_dir() {
 
 WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   WorkerLaunch l;
-  l.python = cli::python_interpreter();
+  l.python = python_interpreter();
   l.python_path = python_source_dir();
   l.worker_args = {"--model",      o.model,
                    "--batch-size", std::to_string(o.batch_size),
