@@ -1,8 +1,10 @@
 #include "cli.h"
 
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "acspeed/settings.h"
 #include "acspeed/error.h"
@@ -58,6 +60,33 @@ std::string torch_version_of_python() {
   std::string version = result.output;
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
   return result.exit_code == 0 && !version.empty() ? version : "unknown";
+}
+
+std::string python_source_dir() {
+  std::error_code ec;
+  return std::filesystem::is_directory(ACSPEED_PYTHON_SOURCE_DIR "/acspeed", ec) ? ACSPEED_PYTHON_SOURCE_DIR : "";
+}
+
+JobVersions job_versions_of_python() {
+  // The source folder goes in as an argument, so no path is ever spliced into the code.
+  const auto result = run_capture({python_interpreter(), "-c",
+                                   "import sys\n"
+                                   "if sys.argv[1]: sys.path.insert(0, sys.argv[1])\n"
+                                   "from acspeed import versions\n"
+                                   "versions.main()",
+                                   python_source_dir()},
+                                  std::chrono::seconds(60));
+  JobVersions out;
+  const auto parsed = nlohmann::json::parse(result.output, nullptr, false);
+  if (result.exit_code != 0 || !parsed.is_object()) {
+    out.problem = fmt::format("{} could not report torch's versions (exit {}{})", python_interpreter(),
+                              result.exit_code, result.timed_out ? ", timed out" : "");
+    return out;
+  }
+  for (auto [field, name] : {std::pair{&out.torch, "torch"}, {&out.nccl, "nccl"}, {&out.cuda, "cuda"}}) {
+    if (parsed.contains(name) && parsed[name].is_string()) *field = parsed[name].get<std::string>();
+  }
+  return out;
 }
 
 }  // namespace acspeed::cli

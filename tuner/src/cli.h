@@ -49,6 +49,19 @@ bool parse_args(const std::string& usage, const po::options_description& options
 std::string torch_version_of_python();
 // The interpreter trial workers run under: ACSPEED_PYTHON, else the one recorded at build time.
 std::string python_interpreter();
+// The folder holding this build's acspeed Python package, or "" when it is not there.
+std::string python_source_dir();
+
+// The versions `import acspeed` compares a decision with, as that interpreter's acspeed.versions
+// reports them: torch, and torch's own NCCL and CUDA when torch can use CUDA ("" otherwise).
+// "unknown" (no check) where the interpreter could not say; `problem` then says why.
+struct JobVersions {
+  std::string torch = "unknown";
+  std::string nccl = "unknown";
+  std::string cuda = "unknown";
+  std::string problem;
+};
+JobVersions job_versions_of_python();  // imports torch: seconds
 
 }  // namespace acspeed::cli
 
