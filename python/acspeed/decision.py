@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from . import _runtime
+from .versions import job_versions
 
 PRECISIONS = ("amp", "fp32", "fp16", "bf16")
 _precision: Optional[str] = None
@@ -49,16 +50,6 @@ def _fingerprint() -> dict:
     return _runtime.core().fingerprint(torch.__version__)
 
 
-def _nccl_version() -> str:
-    if not torch.cuda.is_available() or not hasattr(torch.cuda, "nccl"):
-        return ""
-    try:
-        version = torch.cuda.nccl.version()
-    except (RuntimeError, AttributeError):
-        return ""
-    return ".".join(str(part) for part in version) if isinstance(version, tuple) else str(version)
-
-
 def node_count(world_size: int) -> int:
     """Machines in the job: NNODES or torchrun's GROUP_WORLD_SIZE, else world size / LOCAL_WORLD_SIZE."""
     for name in ("NNODES", "GROUP_WORLD_SIZE"):
@@ -84,8 +75,9 @@ def lookup(module: torch.nn.Module, world_size: int) -> Decision:
     try:
         core = _runtime.core()
         precision = _precision if _precision is not None else (_runtime.setting_string("ACSPEED_PRECISION") or "")
+        versions = job_versions()
         result = core.resolve(_fingerprint()["instance_type"], model_signature(module), precision,
-                              world_size, node_count(world_size), torch.__version__, _nccl_version())
+                              world_size, node_count(world_size), versions["torch"], versions["nccl"])
     except (RuntimeError, ValueError) as error:
         return Decision(source="error", config_json=None, message=f"{error}; using DDP defaults")
     config = result["config"] if result["source"] not in ("disabled", "error") else None

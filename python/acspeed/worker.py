@@ -259,6 +259,8 @@ def main(argv=None) -> int:
                           "usage": usage})
         return 1
     if control is not None:
+        from acspeed.versions import job_versions  # noqa: PLC0415 - what `import acspeed` compares
+        versions = job_versions()
         params = trainer.params()
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
         control.send({"v": PROTOCOL_VERSION, "type": "hello", "world_size": dist.get_world_size(),
@@ -266,7 +268,8 @@ def main(argv=None) -> int:
                       "backend": dist.get_backend(), "device": device.type, "model": args.model,
                       "model_signature": signature, "param_count": sum(p.numel() for p in params),
                       "param_bytes": sum(p.numel() * p.element_size() for p in params),
-                      "torch_version": torch.__version__.split("+")[0], "batch_size": args.batch_size,
+                      "torch_version": versions["torch"], "nccl_version": versions["nccl"],
+                      "cuda_version": versions["cuda"], "batch_size": args.batch_size,
                       "precision": args.precision, "probe": "" if trainer._probes is None else "acspeed.probes"})
     while True:
         box = [control.receive() if control is not None else None]

@@ -5,7 +5,8 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   crash:ID       trial ID kills the process (exit 3) after printing the worker's failure line
   hang:ID        trial ID never answers
   fatal_usage    setup fails: the --model names nothing buildable
-A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file."""
+A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
+FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
 import json
 import os
 import socket
@@ -35,7 +36,8 @@ if mode == "fatal_usage":
     sys.exit(1)
 send({"type": "hello", "world_size": 2, "nnodes": 1, "local_world_size": 2, "backend": "gloo", "device": "cpu",
       "model": "fake", "model_signature": "p1-0000000000000001", "param_count": 10, "param_bytes": 40,
-      "torch_version": "2.15.0", "batch_size": 8, "precision": "fp32", "probe": ""})
+      "torch_version": "2.15.0", "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""),
+      "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""), "batch_size": 8, "precision": "fp32", "probe": ""})
 for line in reader:
     request = json.loads(line)
     if request["type"] == "stop":

@@ -47,6 +47,13 @@ TEST(Protocol, WorkerMessagesDecode) {
   EXPECT_EQ(hello.world_size, 4);
   EXPECT_EQ(hello.model_signature, h.model_signature);
   EXPECT_EQ(hello.probe, "");
+  EXPECT_EQ(hello.nccl_version, "");
+
+  h.nccl_version = "2.21.5";  // torch's own NCCL, not the system library's
+  h.cuda_version = "12.4";
+  const auto gpu = std::get<WorkerHello>(decode_worker_message(encode_hello(h)));
+  EXPECT_EQ(gpu.nccl_version, "2.21.5");
+  EXPECT_EQ(gpu.cuda_version, "12.4");
 
   TrialReply ok;
   ok.id = 3;

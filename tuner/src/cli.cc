@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
 #include "acspeed/process/run.h"
@@ -59,6 +60,36 @@ std::string torch_version_of_python() {
   std::string version = result.output;
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
   return result.exit_code == 0 && !result.timed_out && !version.empty() ? version : "unknown";
+}
+
+JobVersions job_versions_of_python() {
+  // The source folder goes in as an argument, so no path is ever spliced into the code.
+  process::RunOptions options{{python_interpreter(), "-c",
+                               "import sys\n"
+                               "if sys.argv[1]: sys.path.insert(0, sys.argv[1])\n"
+                               "from acspeed import versions\n"
+                               "versions.main()",
+                               python_source_dir()}};
+  options.capture_stderr = false;
+  options.timeout = std::chrono::seconds(60);
+  process::RunResult result;
+  result.exit_code = 127;
+  try {
+    result = process::run(options);
+  } catch (const Error&) {
+    // the interpreter cannot be started: exit 127 below
+  }
+  JobVersions out;
+  const auto parsed = nlohmann::json::parse(result.output, nullptr, false);
+  if (result.exit_code != 0 || !parsed.is_object()) {
+    out.problem = fmt::format("{} could not report torch's versions (exit {}{})", python_interpreter(),
+                              result.exit_code, result.timed_out ? ", timed out" : "");
+    return out;
+  }
+  for (auto [field, name] : {std::pair{&out.torch, "torch"}, {&out.nccl, "nccl"}, {&out.cuda, "cuda"}}) {
+    if (parsed.contains(name) && parsed[name].is_string()) *field = parsed[name].get<std::string>();
+  }
+  return out;
 }
 
 }  // namespace acspeed::cli

@@ -48,6 +48,17 @@ bool parse_args(const std::string& usage, const po::options_description& options
 // The torch version the recorded interpreter (ACSPEED_PYTHON) has, or "unknown"; never imports torch.
 std::string torch_version_of_python();
 
+// The versions `import acspeed` compares a decision with, as that interpreter's acspeed.versions
+// reports them: torch, and torch's own NCCL and CUDA when torch can use CUDA ("" otherwise).
+// "unknown" (no check) where the interpreter could not say; `problem` then says why.
+struct JobVersions {
+  std::string torch = "unknown";
+  std::string nccl = "unknown";
+  std::string cuda = "unknown";
+  std::string problem;
+};
+JobVersions job_versions_of_python();  // imports torch: seconds
+
 }  // namespace acspeed::cli
 
 #include <memory>

@@ -9,6 +9,11 @@
 #include "cli.h"
 
 namespace acspeed::cli {
+namespace {
+
+std::string or_none(const std::string& version) { return version.empty() ? "none" : version; }
+
+}  // namespace
 
 int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& args) {
   po::options_description options("explain options");
@@ -42,8 +47,10 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   } else if (auto precision = setting_string("ACSPEED_PRECISION")) {
     request.key.precision = *precision;
   }
-  request.torch_version = torch_version_of_python();
-  request.nccl_version = detect_gpus() ? nccl_version() : "";
+  const JobVersions versions = job_versions_of_python();  // exactly what `import acspeed` compares
+  if (!versions.problem.empty()) fmt::print(stderr, "note: {}: versions are not checked\n", versions.problem);
+  request.torch_version = versions.torch;
+  request.nccl_version = versions.nccl;
   const auto fp = fingerprint({request.torch_version});
   request.key.instance_type = vm.count("instance-type") ? vm["instance-type"].as<std::string>() : fp.instance_type;
 
@@ -70,6 +77,8 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   fmt::print("instance type: {}{}\n", request.key.instance_type, fp.explicit_name ? " (ACSPEED_INSTANCE_TYPE)" : "");
   fmt::print("model signature: {}\nworld size {}, {} node(s), precision {}\n", request.key.model_signature,
              request.key.world_size, request.key.nnodes, request.key.precision.empty() ? "any" : request.key.precision);
+  fmt::print("this job's versions (torch's own NCCL and CUDA): torch {}, NCCL {}, CUDA {}\n", versions.torch,
+             or_none(versions.nccl), or_none(versions.cuda));
   fmt::print("source: {}\n{}\n", to_string(r.source), r.message);
   for (const auto& warning : r.warnings) fmt::print("warning: {}\n", warning);
   fmt::print("DDP knobs and hook: {}\nconfig: {}\n", r.config.describe(), config_to_json(r.config, 2));

@@ -68,6 +68,8 @@ WorkerMessage decode_worker_message(const std::string& line) {
     h.param_count = field<int64_t>(j, "param_count");
     h.param_bytes = field<int64_t>(j, "param_bytes");
     h.torch_version = field<std::string>(j, "torch_version");
+    h.nccl_version = optional_field<std::string>(j, "nccl_version").value_or("");
+    h.cuda_version = optional_field<std::string>(j, "cuda_version").value_or("");
     h.batch_size = field<int>(j, "batch_size");
     h.precision = field<std::string>(j, "precision");
     h.probe = optional_field<std::string>(j, "probe").value_or("");
@@ -107,7 +109,8 @@ std::string encode_hello(const WorkerHello& h) {
               {"backend", h.backend},       {"device", h.device},
               {"model", h.model},           {"model_signature", h.model_signature},
               {"param_count", h.param_count}, {"param_bytes", h.param_bytes},
-              {"torch_version", h.torch_version}, {"batch_size", h.batch_size},
+              {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
+              {"cuda_version", h.cuda_version}, {"batch_size", h.batch_size},
               {"precision", h.precision},   {"probe", h.probe}}
       .dump();
 }

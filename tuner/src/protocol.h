@@ -5,7 +5,8 @@
 //   worker -> tuner  {"v":1,"type":"hello","world_size":4,"nnodes":2,"local_world_size":2,
 //                     "backend":"gloo","device":"cpu","model":"resnet18","model_signature":"p62-...",
 //                     "param_count":11689512,"param_bytes":46758048,"torch_version":"2.15.0",
-//                     "batch_size":8,"precision":"fp32","probe":"cpu-timers"}
+//                     "nccl_version":"","cuda_version":"","batch_size":8,"precision":"fp32",
+//                     "probe":"cpu-timers"}
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
 //   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5}
@@ -42,6 +43,10 @@ struct WorkerHello {
   int64_t param_count = 0;
   int64_t param_bytes = 0;
   std::string torch_version;
+  // torch's own NCCL and CUDA (acspeed.versions), "" when the workers do not run on CUDA: what a
+  // decision records, because it is what `import acspeed` compares with (not the system NCCL).
+  std::string nccl_version;
+  std::string cuda_version;
   int batch_size = 0;
   std::string precision;
   std::string probe;  // empty when no probe is available

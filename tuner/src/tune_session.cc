@@ -50,12 +50,6 @@ std::string make_work_dir() {
   return pattern;
 }
 
-// The folder holding the acspeed Python package of this build, when it exists.
-std::string python_source_dir() {
-  std::error_code ec;
-  return std::filesystem::is_directory(ACSPEED_PYTHON_SOURCE_DIR "/acspeed", ec) ? ACSPEED_PYTHON_SOURCE_DIR : "";
-}
-
 WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   WorkerLaunch l;
   l.python = python_interpreter();
@@ -197,8 +191,8 @@ void Session::open_session(const WorkerHello& hello, const Fingerprint& fp) {
   for (const auto& [k, v] : fp.details) details[k] = v;
   s.versions_json = json{{"acspeed", ACSPEED_VERSION_STRING},
                          {"torch", hello.torch_version},
-                         {"nccl", o_.gpu ? nccl_version() : ""},
-                         {"cuda", o_.gpu ? cuda_runtime_version() : ""},
+                         {"nccl", hello.nccl_version},
+                         {"cuda", hello.cuda_version},
                          {"backend", hello.backend},
                          {"device", hello.device},
                          {"protocol", kProtocolVersion},
@@ -365,8 +359,8 @@ void Session::decide() {
   decision.model_name = o_.model;
   decision.session_id = session_id_;
   decision.torch_version = hello_.torch_version;
-  decision.nccl_version = o_.gpu ? nccl_version() : "";
-  decision.cuda_version = o_.gpu ? cuda_runtime_version() : "";
+  decision.nccl_version = hello_.nccl_version;  // torch's, what `import acspeed` compares with
+  decision.cuda_version = hello_.cuda_version;
   decision.batch_size = o_.batch_size;
   json evidence = {{"seed", o_.seed},
                    {"method", "Student t 95% interval of the mean log pair speedup"},

@@ -1,0 +1,89 @@
+"""The NCCL and CUDA versions a decision records are torch's own (torch bundles its NCCL, which
+differs from the system library the C++ tools load: here 2.28.9 against torch's), and `explain` and
+`import acspeed` compare a decision with torch's, so they agree and a GPU decision is not refused as
+stale. Runs without a GPU: the tuner talks to the fake rank 0, explain to a torch patched to report
+CUDA. About 15 s."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import acspeed.decision
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_NCCL = "2.21.5"  # what the patched torch reports; the system NCCL here is another version
+
+
+@pytest.fixture()
+def tune(build_dir, isolated_store):
+    binary = build_dir / "tuner" / "acspeed-tune"
+
+    def run(*args, **env):
+        result = subprocess.run([str(binary), "--db", str(isolated_store), *args], capture_output=True, text=True,
+                                timeout=120, env={**os.environ, **env})
+        assert result.returncode == 0, f"{args}: {result.stdout}\n{result.stderr}"
+        return result
+    return run
+
+
+def system_nccl(tune) -> str:
+    return json.loads(tune("fingerprint", "--json").stdout)["details"]["nccl"]
+
+
+def test_session_records_the_workers_torch_nccl_not_the_system_one(tune, isolated_store):
+    tune("--model", "fake", "--nproc-per-node", "2", "--warmup", "1", "--steps", "3", "--repeats", "3",
+         ACSPEED_PYTHON=os.path.join(HERE, "fake_worker.py"), FAKE_WORKER_NCCL=TORCH_NCCL, FAKE_WORKER_CUDA="12.4")
+    with sqlite3.connect(isolated_store) as db:
+        decisions = db.execute("SELECT nccl_version, cuda_version FROM decisions").fetchall()
+        versions = json.loads(db.execute("SELECT versions_json FROM sessions").fetchone()[0])
+    assert decisions == [(TORCH_NCCL, "12.4")]
+    assert versions["nccl"] == TORCH_NCCL and versions["cuda"] == "12.4"
+    assert versions["fingerprint"]["nccl"] == system_nccl(tune)  # the system library stays in the fingerprint
+
+
+def _decision(signature, nccl):
+    return {"instance_type": "gpu-box", "model_signature": signature, "model_name": "mlp", "precision": "amp",
+            "world_size": 2, "nnodes": 1, "active": True, "config": {"version": 1, "bucket_cap_mb": 5},
+            "torch_version": torch.__version__, "nccl_version": nccl, "cuda_version": "12.4", "batch_size": 16}
+
+
+def test_explain_and_import_compare_torchs_nccl(tune, tmp_path, monkeypatch):
+    system = system_nccl(tune)
+    if system.split(".")[:2] == TORCH_NCCL.split(".")[:2]:
+        pytest.fail(f"the system NCCL {system} has the fake torch NCCL's major.minor: pick another TORCH_NCCL")
+    tuned_here = acspeed.decision.model_signature(torch.nn.Linear(3, 2))
+    tuned_by_old_tuner = acspeed.decision.model_signature(torch.nn.Linear(5, 2))
+    document = {"format": "acspeed-decisions", "version": 1,
+                "decisions": [_decision(tuned_here, TORCH_NCCL), _decision(tuned_by_old_tuner, system)]}
+    path = tmp_path / "decisions.json"
+    path.write_text(json.dumps(document))
+    tune("configs", "import", str(path))
+
+    shim = tmp_path / "python"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.join(HERE, "torch_on_cuda.py")}" "$@"\n')
+    shim.chmod(0o755)
+    env = {"ACSPEED_PYTHON": str(shim), "FAKE_TORCH_NCCL": TORCH_NCCL, "FAKE_TORCH_CUDA": "12.4",
+           "ACSPEED_INSTANCE_TYPE": "gpu-box"}
+    explained = {}
+    for signature in (tuned_here, tuned_by_old_tuner):
+        out = tune("explain", "--model-signature", signature, "--world-size", "2", "--precision", "amp", **env)
+        explained[signature] = out.stdout
+        assert f"NCCL {TORCH_NCCL}, CUDA 12.4" in out.stdout, out.stdout
+    assert "source: stored" in explained[tuned_here]
+    assert "source: version_mismatch" in explained[tuned_by_old_tuner]
+    assert f"NCCL {system} (this job runs NCCL {TORCH_NCCL})" in explained[tuned_by_old_tuner]
+
+    # `import acspeed` in a job whose torch is the same: the same verdicts (rank 0's lookup).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: tuple(int(p) for p in TORCH_NCCL.split(".")))
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setenv("ACSPEED_INSTANCE_TYPE", "gpu-box")
+    monkeypatch.setattr(acspeed.decision, "_precision", "amp")
+    here = acspeed.decision.lookup(torch.nn.Linear(3, 2), 2)
+    old = acspeed.decision.lookup(torch.nn.Linear(5, 2), 2)
+    assert here.source == "stored" and here.applied, here
+    assert old.source == "version_mismatch" and f"NCCL {system}" in old.message, old
