@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "statistics.h"
-#include "trial_metrics.h"
+#include "acspeed/tuner/statistics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::testing {
 namespace {

@@ -9,9 +9,10 @@
 
 #include "acspeed/error.h"
 #include "acspeed/store.h"
-#include "report.h"
+#include "acspeed/report/report.h"
+#include "render.h"
 #include "report_fixture.h"
-#include "statistics.h"
+#include "acspeed/tuner/statistics.h"
 
 namespace acspeed::report {
 namespace {

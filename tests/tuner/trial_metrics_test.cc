@@ -1,4 +1,4 @@
-#include "trial_metrics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

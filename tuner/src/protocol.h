@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "acspeed/config.h"
-#include "trial_metrics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
 

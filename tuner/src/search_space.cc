@@ -1,4 +1,4 @@
-#include "search_space.h"
+#include "acspeed/tuner/search_space.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,18 @@
-#include "trial_metrics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
-#include "statistics.h"
+#include "acspeed/tuner/statistics.h"
 
 namespace acspeed::tuner {
 
 using nlohmann::json;
+
+std::string format_seconds(double s) {
+  return s < 1 ? fmt::format("{:.1f} ms", s * 1e3) : fmt::format("{:.3f} s", s);
+}
 
 TrialMetrics metrics_from_steps(const std::vector<double>& step_times_s, int batch_size, int warmup_steps) {
   TrialMetrics m;

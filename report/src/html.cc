@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "acspeed/strings.h"
-#include "report.h"
-#include "report_svg.h"
-#include "statistics.h"
+#include "render.h"
+#include "svg.h"
+#include "acspeed/tuner/statistics.h"
 
 namespace acspeed::report {
 namespace {

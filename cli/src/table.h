@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace acspeed {
+namespace acspeed::cli {
 
 class Table {
  public:
@@ -19,4 +19,4 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-}  // namespace acspeed
+}  // namespace acspeed::cli

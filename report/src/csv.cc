@@ -2,7 +2,7 @@
 // by csv_field). Missing values are empty fields. Columns are documented in docs/report-format.md.
 #include <fmt/format.h>
 
-#include "report.h"
+#include "render.h"
 
 namespace acspeed::report {
 namespace {

@@ -5,8 +5,8 @@
 // the raw step times what it can (p25/p50/p75/p90/p95, samples/s, speedup vs the baseline, the
 // alternated candidate/baseline pairs), so a report never depends on optional probe metrics;
 // metrics the trial worker recorded (compute_s, comm_s, exposed_comm_s, loss) are shown when
-// present and as "-" (JSON null, CSV empty) when not. render_report() writes one of four formats;
-// the JSON and CSV layouts are documented in docs/report-format.md.
+// present and as "-" (JSON null, CSV empty) when not. render_report() writes one of four formats
+// (one file each in report/src); the JSON and CSV layouts are documented in docs/report-format.md.
 #pragma once
 
 #include <cstdint>
@@ -100,27 +100,5 @@ struct RenderOptions {
 };
 
 std::string render_report(const Report& report, const RenderOptions& options);
-
-// The four renderers (one file each: report_markdown.cc, report_json.cc, report_csv.cc,
-// report_html.cc); render_report() dispatches to them.
-std::string render_markdown(const Report& report, const RenderOptions& options);
-std::string render_json(const Report& report, const RenderOptions& options);
-std::string render_csv(const Report& report);
-std::string render_html(const Report& report, const RenderOptions& options);
-
-// One CSV field quoted per RFC 4180: fields holding a comma, a double quote, CR or LF (or leading /
-// trailing spaces) are wrapped in double quotes with inner quotes doubled; others pass unchanged.
-std::string csv_field(std::string_view text);
-
-// Formatting shared by the human formats: "-" for a missing value.
-std::string format_ms(std::optional<double> seconds);        // "54.20"
-std::string format_rate(std::optional<double> per_second);    // "597.3"
-std::string format_ratio(std::optional<double> ratio);        // "1.23x"
-std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
-// The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
-// without a decision.
-std::vector<std::string> decision_facts(const Report& report);
-// The sentence introducing the trials table: what the baseline is, how rates are computed.
-std::string trials_preamble(const Report& report);
 
 }  // namespace acspeed::report

@@ -72,6 +72,9 @@ struct TrialMetrics {
   std::optional<int> candidate_index;
 };
 
+// A step time for people: "54.2 ms", "1.234 s".
+std::string format_seconds(double seconds);
+
 // Fills the step-time statistics from raw step times (seconds) and the per-device batch.
 TrialMetrics metrics_from_steps(const std::vector<double>& step_times_s, int batch_size, int warmup_steps);
 std::string metrics_to_json(const TrialMetrics& metrics);

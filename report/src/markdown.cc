@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "acspeed/strings.h"
-#include "report.h"
+#include "render.h"
 
 namespace acspeed::report {
 namespace {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "search_space.h"
+#include "acspeed/tuner/search_space.h"
 
 namespace acspeed::tuner {
 

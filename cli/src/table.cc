@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace acspeed {
+namespace acspeed::cli {
 
 void Table::print(std::FILE* out) const {
   std::vector<size_t> widths(header_.size(), 0);
@@ -26,4 +26,4 @@ void Table::print(std::FILE* out) const {
   for (const auto& row : rows_) emit(row);
 }
 
-}  // namespace acspeed
+}  // namespace acspeed::cli

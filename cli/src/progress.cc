@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
-namespace acspeed::tuner {
+#include "table.h"
+
+namespace acspeed::cli {
 namespace {
 
 std::string clock_text(double seconds) {
@@ -49,18 +51,42 @@ void Progress::trial_started(int done, int total, const std::string& what) {
   if (live_) draw_locked();
 }
 
-void Progress::trial_finished(const std::string& line, const std::string& best) {
+void Progress::trial_finished(const tuner::TrialEvent& t) {
+  std::string line = fmt::format("trial {:>3} {:<9} {:<44}", t.ordinal, t.role, t.label);
+  if (t.status == "ok") {
+    line += fmt::format(" p50 {}  {:.1f}/s per device", tuner::format_seconds(t.metrics.p50_s), t.metrics.samples_per_s);
+    if (t.metrics.exposed_comm_s) line += fmt::format("  exposed comm {}", tuner::format_seconds(*t.metrics.exposed_comm_s));
+  } else {
+    line += fmt::format(" {}: {}", t.status == "timeout" ? "TIMEOUT" : "FAILED", t.error);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  best_ = best;
+  best_ = t.best_config ? fmt::format("{} ({})", tuner::format_seconds(t.best_cost_s), t.best_config->describe()) : "";
   ++done_;
   what_.clear();  // the bar comes back with the next trial
-  if (live_) clear_locked();
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
+  print_locked(line);
 }
 
 void Progress::note(const std::string& line) {
   std::lock_guard<std::mutex> lock(mutex_);
+  print_locked(line);
+}
+
+void Progress::search_finished(const std::vector<tuner::SearchResult>& results) {
+  Table table({"config", "p50 (s)", "p90 (s)", "samples/s per device", "exposed comm (s)", "status"});
+  for (const auto& r : results) {
+    const bool ok = r.status == "ok";
+    table.add({r.config.describe(), ok ? fmt::format("{:.4f}", r.metrics.p50_s) : "-",
+               ok ? fmt::format("{:.4f}", r.metrics.p90_s) : "-",
+               ok ? fmt::format("{:.1f}", r.metrics.samples_per_s) : "-",
+               ok && r.metrics.exposed_comm_s ? fmt::format("{:.4f}", *r.metrics.exposed_comm_s) : "-", r.status});
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  print_locked("\nsearch results (step time = max over ranks per step):");
+  table.print();
+  std::fflush(stdout);
+}
+
+void Progress::print_locked(const std::string& line) {
   if (live_) clear_locked();
   fmt::print("{}\n", line);
   std::fflush(stdout);
@@ -81,4 +107,4 @@ void Progress::draw_locked() {
   std::fflush(stderr);
 }
 
-}  // namespace acspeed::tuner
+}  // namespace acspeed::cli

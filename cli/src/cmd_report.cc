@@ -9,7 +9,7 @@
 
 #include "acspeed/error.h"
 #include "cli.h"
-#include "report.h"
+#include "acspeed/report/report.h"
 
 namespace acspeed::cli {
 namespace {

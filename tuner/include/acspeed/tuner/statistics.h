@@ -40,6 +40,10 @@ Interval bootstrap_interval_95(const std::vector<double>& values, uint64_t seed,
 
 enum class IntervalMethod { kStudentT, kBootstrap };
 
+// The speedup of one alternated pair: the baseline's median step time / the candidate's. Throws
+// InvalidArgument for an empty side.
+double pair_speedup(const std::vector<double>& candidate_steps_s, const std::vector<double>& baseline_steps_s);
+
 struct PairedSpeedup {
   std::vector<double> speedups;  // per pair: baseline median / candidate median
   double speedup = 1;            // geometric mean of the pair speedups

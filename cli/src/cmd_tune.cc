@@ -1,5 +1,6 @@
-// acspeed-tune tune (the default command): parses the options into TuneOptions, shrinks the
-// defaults on a CPU-only machine (announced), and runs the session (tune_session.h).
+// acspeed-tune tune (the default command): parses the options into tuner::TuneOptions, with this
+// machine's defaults (tuner/defaults.h: smaller on a CPU-only machine, announced), and runs the
+// session (acspeed/tuner/session.h) with the progress display as its observer.
 //
 //   acspeed-tune --model resnet50 --precision amp --nproc-per-node 8 [--nnodes 2 --node-rank R
 //                --master-addr HOST --master-port PORT] [search space, budget, strategy...]
@@ -8,14 +9,18 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
+#include "acspeed/tuner/defaults.h"
+#include "acspeed/tuner/session.h"
+#include "acspeed/tuner/strategy.h"
 #include "cli.h"
-#include "strategy.h"
-#include "tune_session.h"
+#include "progress.h"
 
 namespace acspeed::cli {
 namespace {
@@ -31,27 +36,37 @@ constexpr const char* kUsage =
     "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]";
 
 po::options_description tune_options() {
+  const auto& gpu = tuner::tune_defaults(true);
+  const auto& cpu = tuner::tune_defaults(false);
+  const auto both = [](const auto& g, const auto& c) { return fmt::format("default {}; {} without a GPU", g, c); };
+  const auto list = [](const auto& values) { return fmt::format("{}", fmt::join(values, ",")); };
+  const std::string budget = cpu.budget_minutes > 0 ? fmt::format("default: none; {:g} without a GPU", cpu.budget_minutes)
+                                                    : std::string("default: none");
   po::options_description o("tune options");
   o.add_options()
       ("model", po::value<std::string>(), "torchvision classification model (resnet50) or pkg.module:function "
        "returning (model, make_batch)")
       ("precision", po::value<std::string>(), "amp|fp32|fp16|bf16 (default fp32)")
-      ("nproc-per-node", po::value<std::string>(), "ranks per node (default: the GPUs, else 2)")
+      ("nproc-per-node", po::value<std::string>(), fmt::format("ranks per node (default: the GPUs, else {})",
+                                                               cpu.nproc_per_node).c_str())
       ("nnodes", po::value<std::string>(), "nodes (default 1); run the same command on every node")
       ("node-rank", po::value<std::string>(), "this node's rank (default 0; node 0 coordinates and writes the store)")
       ("master-addr", po::value<std::string>(), "node 0's address (default 127.0.0.1)")
       ("master-port", po::value<std::string>(), "rendezvous port (default: a free port on one node, 29500 on several)")
-      ("batch-size", po::value<std::string>(), "per-device batch (default 32; 8 without a GPU)")
-      ("image-size", po::value<std::string>(), "input image size for torchvision models (default 224; 64 without a GPU)")
-      ("warmup", po::value<std::string>(), "untimed steps per trial (default 5; 2 without a GPU)")
-      ("steps", po::value<std::string>(), "timed steps per trial (default 20; 6 without a GPU)")
-      ("repeats", po::value<std::string>(), "alternated (candidate, DDP defaults) pairs in the decision, >= 3 "
-       "(default 5; 3 without a GPU)")
-      ("budget-minutes", po::value<std::string>(), "bound on the whole session (default: none; 10 without a GPU)")
-      ("bucket-mb", po::value<std::string>(), "bucket sizes to search, MiB (default 1,5,25,100; 5,25 without a GPU)")
-      ("algorithms", po::value<std::string>(), "allreduce,reduce_scatter,hierarchical (default: all; hierarchical "
-       "only on several nodes; allreduce,reduce_scatter without a GPU)")
-      ("streams", po::value<std::string>(), "stream counts to search (default 1,2,4; 1,2 without a GPU)")
+      ("batch-size", po::value<std::string>(), fmt::format("per-device batch ({})", both(gpu.batch_size, cpu.batch_size)).c_str())
+      ("image-size", po::value<std::string>(), fmt::format("input image size for torchvision models ({})",
+                                                           both(gpu.image_size, cpu.image_size)).c_str())
+      ("warmup", po::value<std::string>(), fmt::format("untimed steps per trial ({})", both(gpu.warmup, cpu.warmup)).c_str())
+      ("steps", po::value<std::string>(), fmt::format("timed steps per trial ({})", both(gpu.steps, cpu.steps)).c_str())
+      ("repeats", po::value<std::string>(), fmt::format("alternated (candidate, DDP defaults) pairs in the decision, "
+                                                        ">= 3 ({})", both(gpu.repeats, cpu.repeats)).c_str())
+      ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str())
+      ("bucket-mb", po::value<std::string>(), fmt::format("bucket sizes to search, MiB ({})",
+                                                          both(list(gpu.bucket_mb), list(cpu.bucket_mb))).c_str())
+      ("algorithms", po::value<std::string>(), "allreduce,reduce_scatter,hierarchical (default: allreduce,"
+       "reduce_scatter, and hierarchical on several nodes)")
+      ("streams", po::value<std::string>(), fmt::format("stream counts to search ({})",
+                                                        both(list(gpu.streams), list(cpu.streams))).c_str())
       ("compression", po::value<std::string>(), "none,fp16,bf16: searched only when given (changes numerics)")
       ("nccl-algorithms", po::value<std::string>(), "GPU: NCCL algorithms to search (any,ring,tree,...)")
       ("nccl-protocols", po::value<std::string>(), "GPU: NCCL protocols to search (any,ll,ll128,simple)")
@@ -95,13 +110,24 @@ double float_option(const po::variables_map& vm, const char* name, double fallba
   return value;
 }
 
-// Builds the options from `args`; nullopt when --help was printed.
-std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
+// What the command line asks for.
+struct TuneRequest {
+  TuneOptions options;
+  bool dry_run = false;
+};
+
+// Builds the request from `args`; nullopt when --help was printed.
+std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_args(kUsage, tune_options(), {}, args, vm)) return std::nullopt;
-  TuneOptions o;
+  const auto gpus = detect_gpus();
+  const bool gpu = gpus.has_value() && gpus->count > 0;
+  TuneRequest request{tuner::tune_options_for(gpu)};
+  TuneOptions& o = request.options;
   o.args = args;
-  o.dry_run = vm.count("dry-run") > 0;
+  o.python = python_interpreter();
+  o.python_path = python_source_dir();
+  request.dry_run = vm.count("dry-run") > 0;
   if (vm.count("resume")) {
     o.resume = int_option(vm, "resume", 0, 1, std::numeric_limits<int>::max());
     for (const auto& [name, value] : vm) {
@@ -111,7 +137,7 @@ std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
       }
     }
     o.budget_minutes = float_option(vm, "budget-minutes", 0, 0, 1e6);
-    return o;
+    return request;
   }
   if (!vm.count("model")) ACS_THROW(InvalidArgument, "--model is required (a torchvision model name or pkg.module:function)");
   o.model = text_of(vm, "model");
@@ -124,24 +150,22 @@ std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
       ACS_THROW(InvalidArgument, "--precision '{}' is not one of amp, fp32, fp16, bf16", o.precision);
     }
   }
-  const auto gpus = detect_gpus();
-  o.gpu = gpus.has_value() && gpus->count > 0;
   o.nnodes = int_option(vm, "nnodes", 1, 1, 4096);
   o.node_rank = int_option(vm, "node-rank", 0, 0, o.nnodes - 1);
-  o.nproc_per_node = int_option(vm, "nproc-per-node", o.gpu ? gpus->count : 2, 1, 1024);
+  o.nproc_per_node = int_option(vm, "nproc-per-node", o.nproc_per_node > 0 ? o.nproc_per_node : gpus->count, 1, 1024);
   if (vm.count("master-addr")) o.master_addr = text_of(vm, "master-addr");
   o.master_port = int_option(vm, "master-port", o.nnodes > 1 ? 29500 : 0, 1, 65535);
   if (o.nnodes > 1 && o.master_addr == "127.0.0.1" && !vm.count("master-addr")) {
     ACS_THROW(InvalidArgument, "--nnodes {} needs --master-addr (node 0's address, the same on every node)", o.nnodes);
   }
-  o.batch_size = int_option(vm, "batch-size", o.gpu ? 32 : 8, 1, 1 << 20);
-  o.image_size = int_option(vm, "image-size", o.gpu ? 224 : 64, 8, 4096);
-  o.warmup = int_option(vm, "warmup", o.gpu ? 5 : 2, 0, 100000);
-  o.steps = int_option(vm, "steps", o.gpu ? 20 : 6, 2, 100000);
-  o.repeats = int_option(vm, "repeats", o.gpu ? 5 : 3, 3, 1000);
-  o.budget_minutes = float_option(vm, "budget-minutes", o.gpu ? 0 : 10, 0, 1e6);
-  o.trial_timeout_s = int_option(vm, "trial-timeout", 300, 5, 86400);
-  o.loss_tolerance = float_option(vm, "loss-tolerance", 0.05, 0, 10);
+  o.batch_size = int_option(vm, "batch-size", o.batch_size, 1, 1 << 20);
+  o.image_size = int_option(vm, "image-size", o.image_size, 8, 4096);
+  o.warmup = int_option(vm, "warmup", o.warmup, 0, 100000);
+  o.steps = int_option(vm, "steps", o.steps, 2, 100000);
+  o.repeats = int_option(vm, "repeats", o.repeats, 3, 1000);
+  o.budget_minutes = float_option(vm, "budget-minutes", o.budget_minutes, 0, 1e6);
+  o.trial_timeout_s = int_option(vm, "trial-timeout", o.trial_timeout_s, 5, 86400);
+  o.loss_tolerance = float_option(vm, "loss-tolerance", o.loss_tolerance, 0, 10);
   if (vm.count("seed")) {
     o.seed = static_cast<uint64_t>(int_option(vm, "seed", 0, 0, std::numeric_limits<int>::max()));
   } else {
@@ -151,23 +175,18 @@ std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
 
   using namespace tuner;
   SearchSpace& s = o.space;
-  const bool many_nodes = o.nnodes > 1;
-  s.bucket_mb = vm.count("bucket-mb") ? parse_bucket_list("--bucket-mb", text_of(vm, "bucket-mb"))
-                : o.gpu                ? std::vector<double>{1, 5, 25, 100}
-                                       : std::vector<double>{5, 25};
+  if (vm.count("bucket-mb")) s.bucket_mb = parse_bucket_list("--bucket-mb", text_of(vm, "bucket-mb"));
   if (vm.count("algorithms")) {
     s.algorithms = parse_algorithm_list("--algorithms", text_of(vm, "algorithms"));
   } else {
     s.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
-    if (many_nodes) s.algorithms.push_back(Algorithm::kHierarchical);
+    if (o.nnodes > 1) s.algorithms.push_back(Algorithm::kHierarchical);
   }
-  s.streams = vm.count("streams") ? parse_streams_list("--streams", text_of(vm, "streams"))
-              : o.gpu             ? std::vector<int>{1, 2, 4}
-                                  : std::vector<int>{1, 2};
+  if (vm.count("streams")) s.streams = parse_streams_list("--streams", text_of(vm, "streams"));
   o.compression_searched = vm.count("compression") > 0;
   if (o.compression_searched) s.compression = parse_compression_list("--compression", text_of(vm, "compression"));
   for (const char* name : {"nccl-algorithms", "nccl-protocols", "nccl-channels"}) {
-    if (vm.count(name) && !o.gpu) {
+    if (vm.count(name) && !gpu) {
       ACS_THROW(InvalidArgument, "--{} needs a GPU (NCCL); this machine has none (accepted here: --bucket-mb, "
                 "--algorithms, --streams, --compression)", name);
     }
@@ -182,7 +201,7 @@ std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
   apply_pins(s);
   resolve_strategy_name(o.strategy, s);  // an unknown name is a usage error now, not after the launch
 
-  if (!o.gpu) {
+  if (!gpu) {
     std::vector<std::string> shrunk;
     if (!vm.count("image-size")) shrunk.push_back(fmt::format("image size {}", o.image_size));
     if (!vm.count("batch-size")) shrunk.push_back(fmt::format("batch {}", o.batch_size));
@@ -195,7 +214,12 @@ std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
                                     fmt::join(shrunk, ", ")));
     }
   }
-  return o;
+  return request;
+}
+
+void print_plan(const TuneOptions& options, const std::string& instance_type) {
+  for (const auto& line : tuner::plan_lines(options, instance_type)) fmt::print("{}\n", line);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -203,10 +227,11 @@ std::optional<TuneOptions> parse_tune(const std::vector<std::string>& args) {
 int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) {
   auto parsed = parse_tune(args);
   if (!parsed) return kExitOk;
-  TuneOptions options = *parsed;
+  TuneOptions options = parsed->options;
+  const bool dry_run = parsed->dry_run;
   if (options.resume) {
     // The session's own options, re-parsed; only the budget may change.
-    const auto store = open_store(global, !options.dry_run);
+    const auto store = open_store(global, !dry_run);
     const auto session = store->session(*options.resume);
     if (!session) ACS_THROW(InvalidArgument, "--resume {}: no such session in {}", *options.resume, store->path());
     if (session->status == "done") {
@@ -217,24 +242,40 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
       ACS_THROW(Error, "--resume {}: the session has no stored options to resume with", *options.resume);
     }
     auto original = parse_tune(stored["args"].get<std::vector<std::string>>());
-    original->seed = static_cast<uint64_t>(session->seed);
-    original->resume = options.resume;
-    original->dry_run = options.dry_run;
-    original->args = stored["args"].get<std::vector<std::string>>();
-    if (options.budget_minutes > 0) original->budget_minutes = options.budget_minutes;
-    options = *original;
+    original->options.seed = static_cast<uint64_t>(session->seed);
+    original->options.resume = options.resume;
+    original->options.args = stored["args"].get<std::vector<std::string>>();
+    if (options.budget_minutes > 0) original->options.budget_minutes = options.budget_minutes;
+    options = original->options;
   }
-  if (options.dry_run) {
-    const auto fp = fingerprint({torch_version_of_python()});
-    tuner::print_plan(options, tuner::resolve_strategy_name(options.strategy, options.space), fp.instance_type);
+  options.command_line = global.command_line;
+  if (dry_run) {
+    print_plan(options, fingerprint({torch_version_of_python()}).instance_type);
     fmt::print("dry run: nothing launched, nothing stored\n");
     return kExitOk;
   }
-  if (options.node_rank == 0) {
-    tuner::print_plan(options, tuner::resolve_strategy_name(options.strategy, options.space),
-                      fingerprint({}).instance_type);
+  Progress progress(std::chrono::seconds(static_cast<int64_t>(options.budget_minutes * 60)),
+                    Progress::stderr_is_terminal());
+  if (options.node_rank > 0) {
+    tuner::supervise_node(options, progress);
+    return kExitOk;
   }
-  return tuner::run_tune(options, global);
+  print_plan(options, fingerprint({}).instance_type);
+  auto store = open_store(global, true);  // a read-only store is refused before anything runs
+  const auto result = tuner::run_session(options, *store, progress);
+  using Status = tuner::SessionResult::Status;
+  if (!result.error.empty()) fmt::print(stderr, "acspeed-tune tune: error: {}\n", result.error);
+  if (result.status == Status::kInterrupted && result.session_id > 0) {
+    fmt::print(stderr, "interrupted: {} trial(s) stored; continue with `acspeed-tune --resume {}`\n",
+               result.trials_stored, result.session_id);
+  }
+  if (!result.kept_logs.empty()) fmt::print(stderr, "worker logs kept in {}\n", result.kept_logs);
+  switch (result.status) {
+    case Status::kDone: return kExitOk;
+    case Status::kInterrupted: return 128 + result.signal;
+    case Status::kFailed: return result.usage_error ? kExitUsage : kExitFailure;
+  }
+  return kExitFailure;
 }
 
 }  // namespace acspeed::cli

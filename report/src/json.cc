@@ -2,7 +2,7 @@
 // docs/report-format.md. Times are seconds, rates per second, missing values null.
 #include <nlohmann/json.hpp>
 
-#include "report.h"
+#include "render.h"
 
 namespace acspeed::report {
 namespace {

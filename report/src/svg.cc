@@ -1,4 +1,4 @@
-#include "report_svg.h"
+#include "svg.h"
 
 #include <algorithm>
 #include <cmath>
