@@ -19,13 +19,18 @@ std::string speedup_text(const Decision& d) {
   return fmt::format("{:.2f}x", *d.speedup);
 }
 
+// The config for people; a stored config that is not valid says so (it is never applied).
+std::string config_text(const Decision& d) {
+  return d.config_error.empty() ? d.config.describe() : "INVALID (see `configs show`)";
+}
+
 void print_decisions(const std::vector<Decision>& decisions) {
   Table table({"ID", "ACTIVE", "INSTANCE TYPE", "MODEL", "PRECISION", "WORLD", "NODES", "CONFIG",
                "SPEEDUP [95% CI]", "CREATED (UTC)"});
   for (const auto& d : decisions) {
     table.add({std::to_string(d.id), d.active ? "*" : "", d.key.instance_type,
                d.model_name.empty() ? d.key.model_signature : d.model_name, d.key.precision,
-               std::to_string(d.key.world_size), std::to_string(d.key.nnodes), d.config.describe(),
+               std::to_string(d.key.world_size), std::to_string(d.key.nnodes), config_text(d),
                speedup_text(d), d.created_at});
   }
   table.print();
@@ -116,7 +121,10 @@ int cmd_configs(const GlobalOptions& global, const std::vector<std::string>& arg
       }
       print_decisions({d});
       fmt::print("\nconfig: {}\ntuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}\n",
-                 config_to_json(d.config, 2), d.torch_version, d.nccl_version, d.cuda_version, d.batch_size);
+                 d.config_error.empty() ? config_to_json(d.config, 2)
+                                        : fmt::format("invalid, never applied ({}); delete it with `acspeed-tune "
+                                                      "configs delete {}`", d.config_error, d.id),
+                 d.torch_version, d.nccl_version, d.cuda_version, d.batch_size);
       if (!d.note.empty()) fmt::print("note: {}\n", d.note);
       return kExitOk;
     }

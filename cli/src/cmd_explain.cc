@@ -4,8 +4,11 @@
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/node_count.h"
+#include "acspeed/precision.h"
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
+#include "acspeed/strings.h"
 #include "cli.h"
 
 namespace acspeed::cli {
@@ -21,7 +24,8 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
       "model-signature", po::value<std::string>(), "model signature (as `configs list` shows)")(
       "world-size", po::value<int64_t>()->required(), "total number of ranks")(
       "nnodes", po::value<int64_t>()->default_value(1), "number of nodes")(
-      "precision", po::value<std::string>(), "amp|fp32|fp16|bf16 (default: ACSPEED_PRECISION, else any)")(
+      "precision", po::value<std::string>(),
+      fmt::format("{} (default: ACSPEED_PRECISION, else any)", join(precision_names(), "|")).c_str())(
       "instance-type", po::value<std::string>(), "instance type (default: this machine's fingerprint)");
   po::variables_map vm;
   if (!parse_args("acspeed-tune explain (--model NAME | --model-signature SIG) --world-size N [--nnodes N] "
@@ -34,16 +38,9 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   request.key.world_size = vm["world-size"].as<int64_t>();
   request.key.nnodes = vm["nnodes"].as<int64_t>();
   if (request.key.world_size < 1) ACS_THROW(InvalidArgument, "--world-size {} must be at least 1", request.key.world_size);
-  if (request.key.nnodes < 1 || request.key.nnodes > request.key.world_size) {
-    ACS_THROW(InvalidArgument, "--nnodes {} must be between 1 and the world size {}", request.key.nnodes,
-              request.key.world_size);
-  }
+  validate_node_count(request.key.nnodes, request.key.world_size, "--nnodes");
   if (vm.count("precision")) {
-    request.key.precision = vm["precision"].as<std::string>();
-    if (request.key.precision != "amp" && request.key.precision != "fp32" && request.key.precision != "fp16" &&
-        request.key.precision != "bf16") {
-      ACS_THROW(InvalidArgument, "--precision '{}' is not one of amp, fp32, fp16, bf16", request.key.precision);
-    }
+    request.key.precision = to_string(parse_precision(vm["precision"].as<std::string>(), "--precision"));
   } else if (auto precision = setting_string("ACSPEED_PRECISION")) {
     request.key.precision = *precision;
   }

@@ -14,8 +14,10 @@
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/precision.h"
 #include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
+#include "acspeed/strings.h"
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
@@ -27,13 +29,16 @@ namespace {
 
 using tuner::TuneOptions;
 
-constexpr const char* kUsage =
-    "acspeed-tune [tune] --model NAME|pkg.module:function [--precision amp|fp32|fp16|bf16] [--nproc-per-node N] "
-    "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
-    "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] [--bucket-mb LIST] [--algorithms LIST] "
-    "[--streams LIST] [--compression LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
-    "[--strategy auto|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
-    "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]";
+std::string usage() {
+  return fmt::format(
+      "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
+      "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
+      "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] [--bucket-mb LIST] [--algorithms LIST] "
+      "[--streams LIST] [--compression LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
+      "[--strategy auto|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
+      "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
+      join(precision_names(), "|"));
+}
 
 po::options_description tune_options() {
   const auto& gpu = tuner::tune_defaults(true);
@@ -46,7 +51,7 @@ po::options_description tune_options() {
   o.add_options()
       ("model", po::value<std::string>(), "torchvision classification model (resnet50) or pkg.module:function "
        "returning (model, make_batch)")
-      ("precision", po::value<std::string>(), "amp|fp32|fp16|bf16 (default fp32)")
+      ("precision", po::value<std::string>(), fmt::format("{} (default fp32)", join(precision_names(), "|")).c_str())
       ("nproc-per-node", po::value<std::string>(), fmt::format("ranks per node (default: the GPUs, else {})",
                                                                cpu.nproc_per_node).c_str())
       ("nnodes", po::value<std::string>(), "nodes (default 1); run the same command on every node")
@@ -119,7 +124,7 @@ struct TuneRequest {
 // Builds the request from `args`; nullopt when --help was printed.
 std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   po::variables_map vm;
-  if (!parse_args(kUsage, tune_options(), {}, args, vm)) return std::nullopt;
+  if (!parse_args(usage(), tune_options(), {}, args, vm)) return std::nullopt;
   const auto gpus = detect_gpus();
   const bool gpu = gpus.has_value() && gpus->count > 0;
   TuneRequest request{tuner::tune_options_for(gpu)};
@@ -144,12 +149,7 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   if (o.model.empty() || o.model.front() == '-') {
     ACS_THROW(InvalidArgument, "--model '{}' is not accepted (accepted: a torchvision model name or pkg.module:function)", o.model);
   }
-  if (vm.count("precision")) {
-    o.precision = text_of(vm, "precision");
-    if (o.precision != "amp" && o.precision != "fp32" && o.precision != "fp16" && o.precision != "bf16") {
-      ACS_THROW(InvalidArgument, "--precision '{}' is not one of amp, fp32, fp16, bf16", o.precision);
-    }
-  }
+  if (vm.count("precision")) o.precision = parse_precision(text_of(vm, "precision"), "--precision");
   o.nnodes = int_option(vm, "nnodes", 1, 1, 4096);
   o.node_rank = int_option(vm, "node-rank", 0, 0, o.nnodes - 1);
   o.nproc_per_node = int_option(vm, "nproc-per-node", o.nproc_per_node > 0 ? o.nproc_per_node : gpus->count, 1, 1024);

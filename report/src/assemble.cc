@@ -189,7 +189,8 @@ Report build_report(const Store& store, int64_t session_id) {
     try {
       metrics = tuner::metrics_from_json(record.metrics_json);
     } catch (const InvalidArgument&) {
-      // Not a JSON object: no metrics; the report rests on the raw step times.
+      // Not a metrics object of this schema: no breakdown; the report rests on the raw step times
+      // (the JSON report carries the column as it is).
     }
     t.compute_s = metrics.compute_s;
     t.comm_s = metrics.comm_s;

@@ -9,7 +9,11 @@ namespace {
 
 using json = nlohmann::json;
 
-json optional_number(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
+// A value, or null.
+template <typename T>
+json optional_object(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
 
 // A stored JSON column as JSON; text that does not parse is kept as a string.
 json column(const std::string& text) {
@@ -17,21 +21,33 @@ json column(const std::string& text) {
   return value.is_discarded() ? json(text) : value;
 }
 
-json stats_json(const std::optional<StepStats>& s) {
-  if (!s) return nullptr;
-  return {{"count", s->count}, {"min", s->min}, {"p25", s->p25}, {"p50", s->p50}, {"p75", s->p75},
-          {"p90", s->p90},     {"p95", s->p95}, {"max", s->max}, {"mean", s->mean}};
+}  // namespace
+
+void to_json(json& j, const StepStats& s) {
+  j = {{"count", s.count}, {"min", s.min}, {"p25", s.p25}, {"p50", s.p50}, {"p75", s.p75},
+       {"p90", s.p90},     {"p95", s.p95}, {"max", s.max}, {"mean", s.mean}};
 }
 
-json pooled_json(const std::optional<PooledTimes>& p) {
-  if (!p) return nullptr;
-  return {{"label", p->label},
-          {"config", p->config ? json::parse(config_to_json(*p->config)) : json(nullptr)},
-          {"source", p->source},
-          {"trial_ids", p->trial_ids},
-          {"step_time_s", stats_json(p->stats)},
-          {"samples_per_s", optional_number(p->samples_per_s)}};
+void to_json(json& j, const PooledTimes& p) {
+  j = {{"label", p.label},
+       {"config", optional_object(p.config)},
+       {"source", p.source},
+       {"trial_ids", p.trial_ids},
+       {"step_time_s", p.stats},
+       {"samples_per_s", optional_object(p.samples_per_s)}};
 }
+
+void to_json(json& j, const RepeatPair& p) {
+  j = {{"candidate_trial", p.candidate_trial},
+       {"baseline_trial", p.baseline_trial},
+       {"candidate_ordinal", p.candidate_ordinal},
+       {"baseline_ordinal", p.baseline_ordinal},
+       {"candidate_p50_s", p.candidate_p50_s},
+       {"baseline_p50_s", p.baseline_p50_s},
+       {"speedup", p.speedup}};
+}
+
+namespace {
 
 std::optional<double> per_device(std::optional<double> rate, int64_t world_size) {
   if (!rate || world_size <= 0) return std::nullopt;
@@ -45,45 +61,35 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"role", r.role},
           {"status", r.status},
           {"error", r.error.empty() ? json(nullptr) : json(r.error)},
-          {"config", t.config ? json::parse(config_to_json(*t.config)) : column(r.config_json)},
+          {"config", t.config ? json(*t.config) : column(r.config_json)},
           {"config_text", t.config_text},
           {"started_at", r.started_at},
           {"finished_at", r.finished_at},
           {"step_times_s", r.step_times_s},
-          {"step_time_s", stats_json(t.stats)},
-          {"samples_per_s", optional_number(t.samples_per_s)},
-          {"samples_per_s_per_device", optional_number(per_device(t.samples_per_s, world_size))},
-          {"speedup_vs_baseline", optional_number(t.speedup_vs_baseline)},
-          {"compute_s", optional_number(t.compute_s)},
-          {"comm_s", optional_number(t.comm_s)},
-          {"exposed_comm_s", optional_number(t.exposed_comm_s)},
-          {"loss", optional_number(t.loss)},
+          {"step_time_s", optional_object(t.stats)},
+          {"samples_per_s", optional_object(t.samples_per_s)},
+          {"samples_per_s_per_device", optional_object(per_device(t.samples_per_s, world_size))},
+          {"speedup_vs_baseline", optional_object(t.speedup_vs_baseline)},
+          {"compute_s", optional_object(t.compute_s)},
+          {"comm_s", optional_object(t.comm_s)},
+          {"exposed_comm_s", optional_object(t.exposed_comm_s)},
+          {"loss", optional_object(t.loss)},
           {"metrics", column(r.metrics_json)}};
 }
 
 json decision_json(const Report& r) {
   if (!r.decision) return nullptr;
   const auto& d = *r.decision;
-  json pairs = json::array();
-  for (const auto& p : r.pairs) {
-    pairs.push_back({{"candidate_trial", p.candidate_trial},
-                     {"baseline_trial", p.baseline_trial},
-                     {"candidate_ordinal", p.candidate_ordinal},
-                     {"baseline_ordinal", p.baseline_ordinal},
-                     {"candidate_p50_s", p.candidate_p50_s},
-                     {"baseline_p50_s", p.baseline_p50_s},
-                     {"speedup", p.speedup}});
-  }
   return {{"id", d.id},
           {"active", d.active},
-          {"config", json::parse(config_to_json(d.config))},
+          {"config", d.config},
           {"config_text", d.config.describe()},
           {"keeps_ddp_defaults", d.config.is_default()},
-          {"speedup", optional_number(d.speedup)},
-          {"ci_low", optional_number(d.ci_low)},
-          {"ci_high", optional_number(d.ci_high)},
+          {"speedup", optional_object(d.speedup)},
+          {"ci_low", optional_object(d.ci_low)},
+          {"ci_high", optional_object(d.ci_high)},
           {"ci_level", 0.95},
-          {"repeats", pairs},
+          {"repeats", r.pairs},
           {"evidence", column(d.evidence_json)},
           {"note", d.note},
           {"torch_version", d.torch_version},
@@ -120,8 +126,8 @@ std::string render_json(const Report& r, const RenderOptions& options) {
         {"search_space", column(s.search_space_json)},
         {"options", column(s.options_json)},
         {"versions", column(s.versions_json)}}},
-      {"baseline", pooled_json(r.baseline)},
-      {"best", pooled_json(r.best)},
+      {"baseline", optional_object(r.baseline)},
+      {"best", optional_object(r.best)},
       {"trials", trials},
       {"decision", decision_json(r)},
   };

@@ -53,7 +53,7 @@ std::string format_ratio(std::optional<double> ratio) {
 }
 
 std::string format_loss(const TrialSummary& trial) {
-  if (!trial.finite) return "NaN/Inf";
+  if (trial.finite == false) return "NaN/Inf";
   return trial.loss ? fmt::format("{:.4g}", *trial.loss) : "-";
 }
 

@@ -7,9 +7,16 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "acspeed/report/report.h"
 
 namespace acspeed::report {
+
+// The JSON report's objects (json.cc), for nlohmann::json (ADL).
+void to_json(nlohmann::json& j, const StepStats& stats);
+void to_json(nlohmann::json& j, const PooledTimes& pooled);
+void to_json(nlohmann::json& j, const RepeatPair& pair);
 
 // The renderers (markdown.cc, json.cc, csv.cc, html.cc).
 std::string render_markdown(const Report& report, const RenderOptions& options);

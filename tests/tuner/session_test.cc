@@ -112,6 +112,43 @@ TEST_F(SessionTest, UnbuildableModelIsAUsageFailureAndStoresNoSession) {
   EXPECT_TRUE(store_->sessions().empty());
 }
 
+TEST_F(SessionTest, ResumeReusesStoredTrialsButMeasuresAgainOneThatDoesNotSayItWasFinite) {
+  setenv("FAKE_WORKER_MODE", "fast_streams", 1);
+  SessionRecord record;
+  record.instance_type = "session-test-box";
+  record.model_name = "fake";
+  record.model_signature = "p1-0000000000000001";
+  record.world_size = 2;
+  const int64_t id = store_->create_session(record);
+  CommConfig two_streams;
+  two_streams.streams = 2;
+  TrialRecord unknown;  // DDP defaults, stored without "finite" (an older or foreign writer)
+  unknown.session_id = id;
+  unknown.ordinal = 0;
+  unknown.config_json = config_to_json(CommConfig{});
+  unknown.step_times_s = {0.1, 0.2, 0.3};
+  unknown.metrics_json = R"({"p50_s": 0.2, "loss": 1.5})";
+  store_->add_trial(unknown);
+  TrialRecord known = unknown;
+  known.ordinal = 1;
+  known.config_json = config_to_json(two_streams);
+  known.step_times_s = {0.05, 0.1, 0.15};
+  known.metrics_json = R"({"p50_s": 0.1, "loss": 1.5, "finite": true})";
+  store_->add_trial(known);
+  options_.resume = id;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  bool said = false;
+  for (const auto& note : recorder.notes) said = said || note.find("measured again") != std::string::npos;
+  EXPECT_TRUE(said);
+  ASSERT_FALSE(recorder.trials.empty());
+  EXPECT_EQ(recorder.trials.front().role, "search");
+  EXPECT_EQ(recorder.trials.front().label, "DDP defaults");  // measured again; two streams reused
+  EXPECT_EQ(recorder.trials.front().ordinal, 2);
+  EXPECT_EQ(recorder.trials.size(), 1u + 2u * static_cast<size_t>(options_.repeats));
+}
+
 TEST(SessionPlan, NamesTheStrategyTheTrialsAndTheWorkersArgv) {
   TuneOptions o = tune_options_for(false);
   o.model = "resnet18";

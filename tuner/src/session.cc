@@ -49,7 +49,7 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   l.worker_args = {"--model",      o.model,
                    "--batch-size", std::to_string(o.batch_size),
                    "--image-size", std::to_string(o.image_size),
-                   "--precision",  o.precision};
+                   "--precision",  std::string(to_string(o.precision))};
   l.nnodes = o.nnodes;
   l.node_rank = o.node_rank;
   l.nproc_per_node = o.nproc_per_node;
@@ -155,13 +155,23 @@ void Session::open_session() {
       next_ordinal_ = std::max(next_ordinal_, t.ordinal + 1);
       if (t.role != "search") continue;  // decision pairs are run again in full
       Measured m;
-      m.config = config_from_json(t.config_json);
+      try {
+        m.config = config_from_json(t.config_json);
+        m.metrics = metrics_from_json(t.metrics_json);
+      } catch (const InvalidArgument& e) {
+        observer_.note(fmt::format("  stored trial {} is unreadable ({}): its configuration is measured again",
+                                   t.ordinal, e.what()));
+        continue;
+      }
+      if (t.status == "ok" && !m.metrics.finite) {
+        observer_.note(fmt::format("  stored trial {} does not say whether its losses stayed finite: measured again",
+                                   t.ordinal));
+        continue;
+      }
       m.status = t.status;
       m.error = t.error;
-      m.cost = cost_of(t);
+      m.cost = t.status == "ok" && !*m.metrics.finite ? kFailedCost : cost_of(t);
       m.step_times_s = t.step_times_s;
-      m.metrics = metrics_from_json(t.metrics_json);
-      if (t.status == "ok" && !m.metrics.finite) m.cost = kFailedCost;
       if (find(m.config) == nullptr) measured_.push_back(std::move(m));
       ++resumed;
     }
@@ -174,13 +184,13 @@ void Session::open_session() {
   s.instance_type = fp_.instance_type;
   s.model_name = o_.model;
   s.model_signature = hello_.model_signature;
-  s.precision = o_.precision;
+  s.precision = to_string(o_.precision);
   s.world_size = hello_.world_size;
-  s.nnodes = o_.nnodes;
+  s.nnodes = hello_.nnodes;
   s.batch_size = o_.batch_size;
   s.strategy = strategy_name_;
   s.seed = static_cast<int64_t>(o_.seed);
-  s.search_space_json = o_.space.to_json();
+  s.search_space_json = json(o_.space).dump();
   s.options_json = json{{"args", o_.args},
                         {"command_line", o_.command_line},
                         {"settings", settings_in_environment()},
@@ -237,18 +247,9 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   if (outcome.status == TrialStatus::kOk) {
     record.step_times_s = outcome.reply.step_times_s;
     m.step_times_s = record.step_times_s;
-    m.metrics = metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup);
-    const auto& w = outcome.reply.measured;
-    m.metrics.loss_first = w.loss_first;
-    m.metrics.loss = w.loss;
-    m.metrics.finite = w.finite;
-    m.metrics.rebuild_s = w.rebuild_s;
-    m.metrics.compute_s = w.compute_s;
-    m.metrics.comm_s = w.comm_s;
-    m.metrics.exposed_comm_s = w.exposed_comm_s;
-    m.metrics.probe = w.probe;
+    m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
     m.cost = m.metrics.p50_s;
-    if (!w.finite) {
+    if (m.metrics.finite != true) {
       m.status = "failed";
       m.error = "a loss became NaN/Inf during the trial";
       m.cost = kFailedCost;
@@ -344,7 +345,9 @@ void Session::decide() {
   const Measured& best = *fastest;  // the pairs below are not search results: measured_ stays as it is
 
   Decision decision;
-  decision.key = {fp_.instance_type, hello_.model_signature, o_.precision, hello_.world_size, o_.nnodes};
+  // The workers count the nodes by the rule `import acspeed` looks up with (node_count.h).
+  decision.key = {fp_.instance_type, hello_.model_signature, std::string(to_string(o_.precision)), hello_.world_size,
+                  hello_.nnodes};
   decision.model_name = o_.model;
   decision.session_id = session_id_;
   decision.torch_version = hello_.torch_version;
@@ -353,7 +356,7 @@ void Session::decide() {
   decision.batch_size = o_.batch_size;
   json evidence = {{"seed", o_.seed},
                    {"method", kDecisionMethod},
-                   {"candidate", json::parse(config_to_json(best.config))},
+                   {"candidate", best.config},
                    {"search", {{"strategy", strategy_name_}, {"measured", measured_.size()}, {"best_p50_s", best.cost}}}};
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
 
@@ -407,7 +410,8 @@ void Session::decide() {
     observer_.note(fmt::format("decision {}: {}", id, decision.note));
   } else {
     observer_.note(fmt::format("decision {} (active for {} / {} / {} / world size {} / {} node(s)): {}", id,
-                               decision.key.instance_type, o_.model, o_.precision, hello_.world_size, o_.nnodes,
+                               decision.key.instance_type, o_.model, decision.key.precision, hello_.world_size,
+                               decision.key.nnodes,
                                decision.note));
   }
 }
@@ -425,7 +429,7 @@ SessionResult Session::run() {
     store_.record_instance_type(fp_);
     observer_.note(fmt::format("workers: world size {} ({} node(s)), {} on {}, model {} ({} parameters, {:.1f} MiB "
                                "of gradients), signature {}, probe: {}",
-                               hello_.world_size, o_.nnodes, hello_.backend, hello_.device, hello_.model,
+                               hello_.world_size, hello_.nnodes, hello_.backend, hello_.device, hello_.model,
                                hello_.param_count, static_cast<double>(hello_.param_bytes) / (1 << 20),
                                hello_.model_signature, hello_.probe.empty() ? "none" : hello_.probe));
     open_session();
@@ -482,7 +486,7 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   std::vector<std::string> lines;
   for (const auto& note : o.notes) lines.push_back(fmt::format("note: {}", note));
   std::string head = fmt::format("plan: tune {} ({} precision) on {}: {} node(s) x {} rank(s), batch {} per device",
-                                 o.model, o.precision, instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
+                                 o.model, to_string(o.precision), instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
   if (o.model.find(':') == std::string::npos) head += fmt::format(", {}x{} images", o.image_size, o.image_size);
   lines.push_back(head);
   lines.push_back(fmt::format("  search space: {}", o.space.describe()));

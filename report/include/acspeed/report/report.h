@@ -49,7 +49,7 @@ struct TrialSummary {
   // From metrics_json (trial_metrics.h; per-step seconds), when the trial worker recorded them.
   std::optional<double> compute_s, comm_s, exposed_comm_s, loss;
   std::string probe;   // which probe measured the breakdown; empty = none
-  bool finite = true;  // false when a loss of the trial was NaN/Inf
+  std::optional<bool> finite;  // false when a loss of the trial was NaN/Inf; nullopt: not recorded
   std::optional<int> pair;  // decision phase: index of its (candidate, baseline) pair
 };
 

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "acspeed/config.h"
 
 namespace acspeed::tuner {
@@ -41,10 +43,13 @@ struct SearchSpace {
   // Point number `ordinal` in row-major order (the last knob varies fastest); ordinal < size().
   Point point_at(size_t ordinal) const;
   size_t ordinal_of(const Point& point) const;
-  std::string to_json() const;
   // "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2 x compression none = 16 configs"
   std::string describe() const;
 };
+
+// The space as stored with a session (every knob's values, the pinned knobs, the size), for
+// nlohmann::json (ADL).
+void to_json(nlohmann::json& j, const SearchSpace& space);
 
 // Strict list parsers for the CLI: comma-separated, no empty items, no duplicates; an error names
 // the option, the bad item and what is accepted.

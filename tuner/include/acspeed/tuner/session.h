@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "acspeed/config.h"
+#include "acspeed/precision.h"
 #include "acspeed/store.h"
 #include "acspeed/tuner/search_space.h"
 #include "acspeed/tuner/trial_metrics.h"
@@ -22,9 +23,9 @@ namespace acspeed::tuner {
 
 struct TuneOptions {
   std::string model;                 // torchvision name or pkg.module:function
-  std::string precision = "fp32";    // amp|fp32|fp16|bf16
+  Precision precision = Precision::kFp32;
   int nproc_per_node = 2;            // ranks on this node
-  int nnodes = 1;
+  int nnodes = 1;                    // launch this many nodes (the key takes the workers' node count)
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;               // 0: a free local port (single node); multi-node: required

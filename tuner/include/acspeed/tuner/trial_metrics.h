@@ -17,7 +17,7 @@
 //   "probe"            string  which probe produced the breakdown ("cpu-timers", "cupti", ...)
 //   "loss_first"       float   loss of the first warm-up step (same weights and batch every trial)
 //   "loss"             float   loss of the last timed step (mean over ranks)
-//   "finite"           bool    no NaN/Inf in any loss of the trial
+//   "finite"           bool    no NaN/Inf in any loss of the trial (absent: not known)
 //   "rebuild_s"        float   seconds to (re)wrap the model in DDP with this config
 //   "pair"             int     decision phase only: index of the (candidate, baseline) pair
 //   "candidate_index"  int     search phase only: index of the config in the session's search space
@@ -26,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace acspeed::tuner {
 
@@ -66,7 +68,7 @@ struct TrialMetrics {
   std::optional<double> compute_s, comm_s, exposed_comm_s;
   std::string probe;  // empty = no probe breakdown
   std::optional<double> loss_first, loss;
-  bool finite = true;
+  std::optional<bool> finite;  // nullopt: not recorded (never taken for finite)
   std::optional<double> rebuild_s;
   std::optional<int> pair;
   std::optional<int> candidate_index;
@@ -77,9 +79,12 @@ std::string format_seconds(double seconds);
 
 // Fills the step-time statistics from raw step times (seconds) and the per-device batch.
 TrialMetrics metrics_from_steps(const std::vector<double>& step_times_s, int batch_size, int warmup_steps);
+// The schema above, for nlohmann::json (ADL). from_json: missing keys keep their defaults; text
+// that is not a JSON object, or a key of the wrong type, throws InvalidArgument naming it.
+void to_json(nlohmann::json& j, const TrialMetrics& metrics);
+void from_json(const nlohmann::json& j, TrialMetrics& metrics);
+// The same as the text of TrialRecord::metrics_json.
 std::string metrics_to_json(const TrialMetrics& metrics);
-// Reads what metrics_to_json wrote; missing keys keep their defaults. Throws InvalidArgument on
-// text that is not a JSON object.
 TrialMetrics metrics_from_json(const std::string& text);
 
 }  // namespace acspeed::tuner
