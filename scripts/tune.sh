@@ -5,4 +5,4 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/scripts/setup.sh" >&2
-exec "${ACSPEED_BUILD_DIR:-$ROOT/build}/tuner/acspeed-tune" "$@"
+exec "${ACSPEED_BUILD_DIR:-$ROOT/build}/bin/acspeed-tune" "$@"

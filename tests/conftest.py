@@ -1,5 +1,6 @@
 """Shared pytest fixtures. Tests import acspeed from this checkout's python/ folder (not an installed
-copy) and find C++ binaries in the build folder named by ACSPEED_BUILD_DIR (default: build/)."""
+copy) and find C++ binaries in the build folder named by ACSPEED_BUILD_DIR (default: build/), executables in
+its bin/."""
 import os
 import pathlib
 import sys
@@ -23,6 +24,25 @@ def build_dir() -> pathlib.Path:
     if not path.is_dir():
         pytest.fail(f"build folder {path} does not exist: run scripts/setup.sh (or set ACSPEED_BUILD_DIR)")
     return path
+
+
+def _built(build_dir: pathlib.Path, name: str) -> pathlib.Path:
+    path = build_dir / "bin" / name
+    if not path.exists():
+        pytest.fail(f"{path} is not built: run `cmake --build {build_dir} --target {name}`")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tune_binary(build_dir) -> pathlib.Path:
+    """The acspeed-tune this build made."""
+    return _built(build_dir, "acspeed-tune")
+
+
+@pytest.fixture(scope="session")
+def testbed_binary(build_dir) -> pathlib.Path:
+    """The acspeed-testbed this build made."""
+    return _built(build_dir, "acspeed-testbed")
 
 
 @pytest.fixture()

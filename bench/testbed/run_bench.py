@@ -7,7 +7,7 @@ Profiles are run in rotated order in every repeat so slow drift of the machine's
 alike. Medians and ratios carry 95% bootstrap intervals (fixed seed). Raw numbers go to a versioned
 JSON file (never overwritten).
 
-    python3 bench/testbed/run_bench.py --testbed build/tuner/testbed/acspeed-testbed --out results.json
+    python3 bench/testbed/run_bench.py --testbed build/bin/acspeed-testbed --out results.json
 """
 import argparse
 import datetime

@@ -57,14 +57,14 @@ def testbed(profile: str, script: str, env: dict, timeout: int) -> float:
     (unpinned, the two nodes' gloo threads fight over the 2 cores and plain DDP's step time swings by
     3x, which would flatter the tuned side); returns the wall time."""
     start = time.monotonic()
-    subprocess.run([str(build_dir() / "tuner" / "testbed" / "acspeed-testbed"), "run", profile, "--pin", "--",
+    subprocess.run([str(build_dir() / "bin" / "acspeed-testbed"), "run", profile, "--pin", "--",
                     "sh", "-c", script],
                    env=env, check=True, timeout=timeout)
     return time.monotonic() - start
 
 
 def tune(args, db: pathlib.Path, strategy: str, env: dict) -> dict:
-    tune_bin = build_dir() / "tuner" / "acspeed-tune"
+    tune_bin = build_dir() / "bin" / "acspeed-tune"
     command = [str(tune_bin), "--db", str(db), "--model", args.model, "--precision", args.precision,
                "--image-size", str(args.image_size), "--batch-size", str(args.batch_size), "--nproc-per-node", "1",
                "--strategy", strategy, "--seed", str(args.seed), "--trial-timeout", "600",

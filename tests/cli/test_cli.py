@@ -12,8 +12,8 @@ import pytest
 
 
 @pytest.fixture()
-def tune(build_dir, tmp_path):
-    binary = build_dir / "tuner" / "acspeed-tune"
+def tune(tune_binary, tmp_path):
+    binary = tune_binary
     env = dict(os.environ)
     for name in list(env):
         if name.startswith("ACSPEED_"):

@@ -19,10 +19,8 @@ def _decision(signature, precision, config, torch_version=torch.__version__):
             "torch_version": torch_version, "nccl_version": "", "cuda_version": "", "batch_size": 16}
 
 
-def test_stored_decisions_reach_every_rank(build_dir, tmp_path):
-    tune = build_dir / "tuner" / "acspeed-tune"
-    if not tune.exists():
-        pytest.fail(f"{tune} is not built")
+def test_stored_decisions_reach_every_rank(tune_binary, tmp_path):
+    tune = tune_binary
     store = tmp_path / "acspeed.db"
     signature = acspeed.decision.model_signature(make_model())
     other = acspeed.decision.model_signature(make_other_model())

@@ -24,11 +24,8 @@ def run(cmd, timeout=60, **kwargs):
 
 
 @pytest.fixture(scope="session")
-def tune(build_dir):
-    path = build_dir / "tuner" / "acspeed-tune"
-    if not path.exists():
-        pytest.fail(f"{path} is not built")
-    return path
+def tune(tune_binary):
+    return tune_binary
 
 
 @pytest.fixture(scope="session")

@@ -19,11 +19,8 @@ slow = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def testbed(build_dir):
-    path = build_dir / "tuner" / "testbed" / "acspeed-testbed"
-    if not path.exists():
-        pytest.fail(f"{path} is not built: run `ninja -C {build_dir} acspeed-testbed`")
-    return str(path)
+def testbed(testbed_binary):
+    return str(testbed_binary)
 
 
 @pytest.fixture()

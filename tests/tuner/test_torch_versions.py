@@ -19,8 +19,8 @@ TORCH_NCCL = "2.21.5"  # what the patched torch reports; the system NCCL here is
 
 
 @pytest.fixture()
-def tune(build_dir, isolated_store):
-    binary = build_dir / "tuner" / "acspeed-tune"
+def tune(tune_binary, isolated_store):
+    binary = tune_binary
 
     def run(*args, **env):
         result = subprocess.run([str(binary), "--db", str(isolated_store), *args], capture_output=True, text=True,

@@ -20,10 +20,8 @@ FAST = ["--warmup", "1", "--steps", "4", "--repeats", "3", "--nproc-per-node", "
 
 
 @pytest.fixture()
-def tune(build_dir, isolated_store, monkeypatch):
-    binary = build_dir / "tuner" / "acspeed-tune"
-    if not binary.exists():
-        pytest.fail(f"{binary} is not built")
+def tune(tune_binary, isolated_store, monkeypatch):
+    binary = tune_binary
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
     monkeypatch.setenv("ACSPEED_PYTHON", sys.executable)
 

@@ -110,7 +110,7 @@ TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {
       "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1", "--nproc_per_node=4",
       "--master_addr=10.0.0.1", "--master_port=29500", "--max_restarts=0", "-m", "acspeed.worker", "--model",
       "my pkg.mod:fn; rm -rf /"};
-  EXPECT_EQ(argv, expected);  // one argv item, passed to execvp as is; no --control off node 0
+  EXPECT_EQ(argv, expected);  // one argv item, passed to execve as is; no --control off node 0
 }
 
 }  // namespace

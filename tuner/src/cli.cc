@@ -1,14 +1,13 @@
 #include "cli.h"
 
-#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "acspeed/settings.h"
 #include "acspeed/error.h"
-#include "process.h"
+#include "acspeed/process/run.h"
+#include "acspeed/python_interpreter.h"
 
 namespace acspeed::cli {
 
@@ -48,34 +47,38 @@ bool parse_args(const std::string& usage, const po::options_description& options
   return true;
 }
 
-std::string python_interpreter() {
-  if (auto python = setting_string("ACSPEED_PYTHON")) return *python;
-  return ACSPEED_DEFAULT_PYTHON;
-}
-
 std::string torch_version_of_python() {
-  auto result = run_capture(
-      {python_interpreter(), "-c", "import importlib.metadata as m; print(m.version('torch'))"},
-      std::chrono::seconds(20));
+  process::RunOptions options{{python_interpreter(), "-c", "import importlib.metadata as m; print(m.version('torch'))"}};
+  options.capture_stderr = false;
+  options.timeout = std::chrono::seconds(20);
+  process::RunResult result;
+  try {
+    result = process::run(options);
+  } catch (const Error&) {
+    return "unknown";  // the interpreter cannot be started
+  }
   std::string version = result.output;
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
-  return result.exit_code == 0 && !version.empty() ? version : "unknown";
-}
-
-std::string python_source_dir() {
-  std::error_code ec;
-  return std::filesystem::is_directory(ACSPEED_PYTHON_SOURCE_DIR "/acspeed", ec) ? ACSPEED_PYTHON_SOURCE_DIR : "";
+  return result.exit_code == 0 && !result.timed_out && !version.empty() ? version : "unknown";
 }
 
 JobVersions job_versions_of_python() {
   // The source folder goes in as an argument, so no path is ever spliced into the code.
-  const auto result = run_capture({python_interpreter(), "-c",
-                                   "import sys\n"
-                                   "if sys.argv[1]: sys.path.insert(0, sys.argv[1])\n"
-                                   "from acspeed import versions\n"
-                                   "versions.main()",
-                                   python_source_dir()},
-                                  std::chrono::seconds(60));
+  process::RunOptions options{{python_interpreter(), "-c",
+                               "import sys\n"
+                               "if sys.argv[1]: sys.path.insert(0, sys.argv[1])\n"
+                               "from acspeed import versions\n"
+                               "versions.main()",
+                               python_source_dir()}};
+  options.capture_stderr = false;
+  options.timeout = std::chrono::seconds(60);
+  process::RunResult result;
+  result.exit_code = 127;
+  try {
+    result = process::run(options);
+  } catch (const Error&) {
+    // the interpreter cannot be started: exit 127 below
+  }
   JobVersions out;
   const auto parsed = nlohmann::json::parse(result.output, nullptr, false);
   if (result.exit_code != 0 || !parsed.is_object()) {

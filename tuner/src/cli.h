@@ -47,10 +47,6 @@ bool parse_args(const std::string& usage, const po::options_description& options
 
 // The torch version the recorded interpreter (ACSPEED_PYTHON) has, or "unknown"; never imports torch.
 std::string torch_version_of_python();
-// The interpreter trial workers run under: ACSPEED_PYTHON, else the one recorded at build time.
-std::string python_interpreter();
-// The folder holding this build's acspeed Python package, or "" when it is not there.
-std::string python_source_dir();
 
 // The versions `import acspeed` compares a decision with, as that interpreter's acspeed.versions
 // reports them: torch, and torch's own NCCL and CUDA when torch can use CUDA ("" otherwise).

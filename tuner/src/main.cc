@@ -4,6 +4,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/log.h"
+#include "acspeed/process/signals.h"
 #include "acspeed/settings.h"
 #include "cli.h"
 
@@ -30,6 +31,8 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Blocked from the start and awaited where the tuner waits: an interruption is never lost.
+  const process::SignalBlock block;
   namespace po = boost::program_options;
   GlobalOptions global;
   for (int i = 0; i < argc; ++i) global.command_line.emplace_back(argv[i]);
@@ -93,6 +96,9 @@ int main(int argc, char** argv) {
     if (command.name != command_name) continue;
     try {
       return command.run(global, rest);
+    } catch (const process::Interrupted& e) {
+      fmt::print(stderr, "acspeed-tune {}: {}\n", command_name, e.what());
+      return 128 + e.signo();
     } catch (const po::error& e) {
       fmt::print(stderr, "acspeed-tune {}: error: {}\nTry 'acspeed-tune {} --help'.\n", command_name, e.what(),
                  command_name);

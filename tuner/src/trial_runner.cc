@@ -5,13 +5,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -23,15 +20,15 @@
 
 #include "acspeed/error.h"
 #include "acspeed/log.h"
-
-extern char** environ;
+#include "acspeed/process/exit_status.h"
+#include "acspeed/process/signals.h"
+#include "acspeed/process/spawn.h"
+#include "acspeed/process/supervise.h"
 
 namespace acspeed::tuner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::atomic<bool> g_interrupted{false};
 
 int free_local_port() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -49,70 +46,36 @@ int free_local_port() {
   return ntohs(addr.sin_port);
 }
 
-// The environment the workers get: ours, with python_path in front of PYTHONPATH.
-std::vector<std::string> worker_environment(const std::string& python_path) {
-  std::vector<std::string> env;
-  std::string pythonpath = python_path;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry(*e);
-    if (entry.rfind("PYTHONPATH=", 0) == 0) {
-      const std::string old = entry.substr(11);
-      if (!old.empty()) pythonpath = python_path.empty() ? old : python_path + ":" + old;
-      continue;
-    }
-    env.push_back(std::move(entry));
-  }
-  if (!pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
-  return env;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& items) {
-  std::vector<char*> out;
-  for (auto& item : items) out.push_back(item.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// Forks and execs argv with env, output appended to log_path, in its own process group, killed
-// when this process dies. Everything the child needs is prepared before fork().
-pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::string& log_path) {
+// Starts one node's workers (torchrun) with the acspeed package in front of PYTHONPATH, stdin
+// from /dev/null and their output appended to log_path; they are killed when this process dies.
+pid_t start_workers(const WorkerLaunch& l, int master_port, const std::string& control, const std::string& log_path) {
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) ACS_THROW(Error, "cannot open worker log {}: {}", log_path, std::strerror(errno));
-  auto args = c_strings(argv);
-  auto envp = c_strings(env);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  process::SpawnOptions options;
+  options.argv = torchrun_argv(l, master_port, control);
+  if (!l.python_path.empty()) {
+    const char* old = getenv("PYTHONPATH");
+    options.env = {{"PYTHONPATH", old != nullptr && *old != '\0' ? l.python_path + ":" + old : l.python_path}};
+  }
+  options.stdin_fd = null_fd;
+  options.stdout_fd = log_fd;
+  options.stderr_fd = log_fd;
+  options.parent_death_signal = SIGKILL;
+  ACS_DEBUG("launching workers: {}", fmt::join(options.argv, " "));
+  try {
+    const pid_t pid = process::spawn(options);
     close(log_fd);
-    ACS_THROW(Error, "fork(): {}", std::strerror(errno));
+    if (null_fd >= 0) close(null_fd);
+    return pid;
+  } catch (...) {
+    close(log_fd);
+    if (null_fd >= 0) close(null_fd);
+    throw;
   }
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    dup2(log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    execvpe(args[0], args.data(), envp.data());
-    const char msg[] = "acspeed-tune: cannot start the worker interpreter\n";
-    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    _exit(127);
-  }
-  close(log_fd);
-  return pid;
-}
-
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return fmt::format("exit code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("signal {}", WTERMSIG(status));
-  return "unknown status";
 }
 
 }  // namespace
-
-void request_interrupt() { g_interrupted = true; }
-bool interrupt_requested() { return g_interrupted; }
 
 std::string_view to_string(TrialStatus status) {
   switch (status) {
@@ -174,8 +137,10 @@ WorkerGroup::~WorkerGroup() {
 
 bool WorkerGroup::child_alive() {
   if (child_ < 0 || child_reaped_) return false;
-  const pid_t r = waitpid(child_, &child_status_, WNOHANG);
-  if (r == child_) child_reaped_ = true;
+  if (const auto code = process::poll_exit(child_)) {
+    child_exit_ = *code;
+    child_reaped_ = true;
+  }
   return !child_reaped_;
 }
 
@@ -183,17 +148,15 @@ void WorkerGroup::launch() {
   ++launches_;
   log_path_ = fmt::format("{}/workers-{}.log", launch_.work_dir, launches_);
   const int port = launch_.master_port != 0 ? launch_.master_port : free_local_port();
-  const auto argv = torchrun_argv(launch_, port, socket_path_);
-  ACS_DEBUG("launching workers: {}", fmt::join(argv, " "));
-  child_ = spawn(argv, worker_environment(launch_.python_path), log_path_);
+  child_ = start_workers(launch_, port, socket_path_, log_path_);
   child_reaped_ = false;
   buffer_.clear();
   // Wait for rank 0 to connect, watching the launcher.
   const auto deadline = Clock::now() + launch_.start_timeout;
   while (conn_fd_ < 0) {
-    if (interrupt_requested()) throw Interrupted();
+    process::throw_if_interrupted();
     if (!child_alive()) {
-      ACS_THROW(Error, "the workers ended before rank 0 connected ({}): {}", describe_exit(child_status_),
+      ACS_THROW(Error, "the workers ended before rank 0 connected ({}): {}", process::describe_exit_code(child_exit_),
                 failure_text());
     }
     if (Clock::now() > deadline) {
@@ -245,7 +208,7 @@ std::optional<std::string> WorkerGroup::read_line(Clock::time_point deadline, bo
       buffer_.erase(0, newline + 1);
       return line;
     }
-    if (interrupt_requested()) throw Interrupted();
+    process::throw_if_interrupted();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return std::nullopt;
     pollfd pfd{conn_fd_, POLLIN, 0};
@@ -275,7 +238,7 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   };
   try {
     start();
-  } catch (const Interrupted&) {
+  } catch (const process::Interrupted&) {
     throw;
   } catch (const Error& e) {
     return finish(TrialStatus::kFailed, e.what());
@@ -319,8 +282,7 @@ void WorkerGroup::kill_workers() {
     // torchrun's ranks run in sessions of their own and die with it (parent-death signal).
     kill(-child_, SIGKILL);
     kill(child_, SIGKILL);
-    while (waitpid(child_, &child_status_, 0) < 0 && errno == EINTR) {
-    }
+    child_exit_ = process::wait_exit(child_);
     child_reaped_ = true;
   }
   child_ = -1;
@@ -357,26 +319,22 @@ int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up) 
   if (launch.master_port == 0) ACS_THROW(InvalidArgument, "nodes other than 0 need --master-port");
   auto last_success = Clock::now();
   for (int attempt = 1;; ++attempt) {
-    if (interrupt_requested()) return 130;
+    process::throw_if_interrupted();
     const std::string log_path = fmt::format("{}/workers-{}.log", launch.work_dir, attempt);
-    const auto argv = torchrun_argv(launch, launch.master_port, "");
     const auto started = Clock::now();
-    const pid_t pid = spawn(argv, worker_environment(launch.python_path), log_path);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) break;
-      if (interrupt_requested()) {
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-      }
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    process::SuperviseOptions options;
+    options.who = "acspeed-tune";
+    const auto result = process::supervise({start_workers(launch, launch.master_port, "", log_path)}, options);
+    if (result.interrupted_by) throw process::Interrupted(result.interrupted_by);
+    const int code = result.exit_codes.front();
+    if (code == 0) {
       fmt::print("node {}: workers ended cleanly (node 0 finished)\n", launch.node_rank);
       return 0;
     }
     // A run that lasted long enough had joined node 0's workers; a quick failure had not.
     if (Clock::now() - started > std::chrono::seconds(30)) last_success = Clock::now();
-    fmt::print("node {}: workers ended ({}); relaunching to rejoin node 0\n", launch.node_rank, describe_exit(status));
+    fmt::print("node {}: workers ended ({}); relaunching to rejoin node 0\n", launch.node_rank,
+               process::describe_exit_code(code));
     std::fflush(stdout);
     if (Clock::now() - last_success > give_up) {
       fmt::print(stderr, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})\n", launch.node_rank,

@@ -5,12 +5,12 @@
 // torchrun runs in its own process group with a parent-death signal, and every rank asks for one
 // too (acspeed/worker.py), so workers die with the tuner, even on kill -9. A trial that fails or
 // outlives its timeout ends the workers (a rank that failed inside a collective cannot rejoin);
-// the next trial starts fresh ones. argv goes to execvp as is: no shell sees user strings.
+// the next trial starts fresh ones. The workers are started by the process library (no shell sees
+// user strings); waits give up with process::Interrupted when SIGINT/SIGTERM/SIGHUP arrives.
 #pragma once
 
 #include <chrono>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -76,7 +76,7 @@ class WorkerGroup {
   int listen_fd_ = -1;
   int conn_fd_ = -1;
   pid_t child_ = -1;
-  int child_status_ = 0;
+  int child_exit_ = 0;  // exit code once reaped (process/exit_status.h)
   bool child_reaped_ = false;
   std::string buffer_;
   std::string log_path_;
@@ -86,15 +86,7 @@ class WorkerGroup {
 
 // Nodes other than 0: launches the local workers and relaunches them whenever node 0 restarts its
 // own (a failed trial), until the workers end cleanly (node 0 sent "stop") or `give_up` passes
-// without a successful rendezvous. Returns the process exit code.
+// without a successful rendezvous. Returns the process exit code; throws process::Interrupted.
 int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up);
-
-// Set by SIGINT/SIGTERM handlers: waits in WorkerGroup give up with Interrupted.
-void request_interrupt();
-bool interrupt_requested();
-class Interrupted : public std::runtime_error {
- public:
-  Interrupted() : std::runtime_error("interrupted") {}
-};
 
 }  // namespace acspeed::tuner

@@ -1,6 +1,5 @@
 #include "tune_session.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -19,6 +18,8 @@
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/log.h"
+#include "acspeed/process/signals.h"
+#include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
 #include "acspeed/store.h"
 #include "progress.h"
@@ -42,16 +43,6 @@ std::string utc_now() {
 
 std::string seconds_text(double s) { return s < 1 ? fmt::format("{:.1f} ms", s * 1e3) : fmt::format("{:.3f} s", s); }
 
-void on_signal(int) { request_interrupt(); }
-
-void install_signal_handlers() {
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
 // A folder for the control socket and the worker logs (short path: Unix sockets allow ~107 bytes).
 std::string make_work_dir() {
   std::string pattern = "/tmp/acspeed-tune-XXXXXX";
@@ -61,8 +52,8 @@ std::string make_work_dir() {
 
 WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   WorkerLaunch l;
-  l.python = cli::python_interpreter();
-  l.python_path = cli::python_source_dir();
+  l.python = python_interpreter();
+  l.python_path = python_source_dir();
   l.worker_args = {"--model",      o.model,
                    "--batch-size", std::to_string(o.batch_size),
                    "--image-size", std::to_string(o.image_size),
@@ -465,7 +456,6 @@ void Session::decide() {
 }
 
 int Session::run() {
-  install_signal_handlers();
   store_ = cli::open_store(global_, true);  // a read-only store is refused before anything runs
   work_dir_ = make_work_dir();
   strategy_name_ = resolve_strategy_name(o_.strategy, o_.space);
@@ -494,9 +484,9 @@ int Session::run() {
     decide();
     outcome = "done";
     code = cli::kExitOk;
-  } catch (const Interrupted&) {
+  } catch (const process::Interrupted& e) {
     outcome = "interrupted";
-    code = 130;
+    code = 128 + e.signo();
   } catch (const InvalidArgument& e) {
     error = e.what();
     code = cli::kExitUsage;
@@ -551,7 +541,6 @@ void print_plan(const TuneOptions& o, const std::string& strategy_name, const st
 
 int run_tune(const TuneOptions& options, const cli::GlobalOptions& global) {
   if (options.node_rank > 0) {
-    install_signal_handlers();
     const std::string work_dir = make_work_dir();
     fmt::print("node {}: supervising the local workers; node 0 ({}:{}) coordinates and writes the store\n",
                options.node_rank, options.master_addr, options.master_port);

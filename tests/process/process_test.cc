@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -7,9 +8,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "acspeed/testbed/process.h"
+#include "acspeed/process/exit_status.h"
+#include "acspeed/process/run.h"
+#include "acspeed/process/signals.h"
+#include "acspeed/process/spawn.h"
+#include "acspeed/process/supervise.h"
 
-namespace acspeed::testbed {
+namespace acspeed::process {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -18,16 +23,18 @@ double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-TEST(TestbedProcess, RunToolFeedsStdinAndCapturesOutput) {
+TEST(Process, RunFeedsStdinAndCapturesOutput) {
   const std::string big(300 * 1024, 'x');  // larger than a pipe buffer: no deadlock
-  const ToolResult result = run_tool({"cat"}, big);
+  const RunResult result = run({{"cat"}, big});
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.output, big);
 }
 
-TEST(TestbedProcess, RunToolErrorNamesTheCommandAndItsOutput) {
+TEST(Process, CheckedRunErrorNamesTheCommandAndItsOutput) {
   try {
-    run_tool({"sh", "-c", "echo no such device >&2; exit 3"});
+    RunOptions options{{"sh", "-c", "echo no such device >&2; exit 3"}};
+    options.check = true;
+    run(options);
     ADD_FAILURE() << "a failing tool did not throw";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -35,16 +42,16 @@ TEST(TestbedProcess, RunToolErrorNamesTheCommandAndItsOutput) {
     EXPECT_NE(what.find("exit code 3"), std::string::npos) << what;
     EXPECT_NE(what.find("no such device"), std::string::npos) << what;
   }
-  EXPECT_EQ(run_tool({"sh", "-c", "exit 4"}, {}, false).exit_code, 4);
-  EXPECT_THROW(run_tool({"acspeed-no-such-tool"}), Error);
+  EXPECT_EQ(run({{"sh", "-c", "exit 4"}}).exit_code, 4);
+  EXPECT_THROW(run({{"acspeed-no-such-tool"}}), Error);
 }
 
-TEST(TestbedProcess, FindProgramLooksInSbinToo) {
+TEST(Process, FindProgramLooksInSbinToo) {
   EXPECT_TRUE(find_program("sh").has_value());
   EXPECT_FALSE(find_program("acspeed-no-such-tool").has_value());
 }
 
-TEST(TestbedProcess, SpawnedCommandSeesItsEnvironmentAndArgumentsVerbatim) {
+TEST(Process, SpawnedCommandSeesItsEnvironmentAndArgumentsVerbatim) {
   char path[] = "/tmp/acspeed-testbed-spawn-XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
@@ -67,7 +74,7 @@ TEST(TestbedProcess, SpawnedCommandSeesItsEnvironmentAndArgumentsVerbatim) {
   EXPECT_EQ(got.substr(got.rfind('|') + 1), std::to_string(pid));
 }
 
-TEST(TestbedProcess, SpawnReportsAMissingProgramAsAnError) {
+TEST(Process, SpawnReportsAMissingProgramAsAnError) {
   SpawnOptions options;
   options.argv = {"acspeed-no-such-program", "x"};
   try {
@@ -81,7 +88,7 @@ TEST(TestbedProcess, SpawnReportsAMissingProgramAsAnError) {
   EXPECT_THROW(spawn(options), Error);
 }
 
-TEST(TestbedProcess, AFailingNodeStopsTheOthers) {
+TEST(Process, AFailingNodeStopsTheOthers) {
   SpawnOptions fail, hang;
   fail.argv = {"sh", "-c", "exit 5"};
   hang.argv = {"sleep", "30"};
@@ -93,7 +100,7 @@ TEST(TestbedProcess, AFailingNodeStopsTheOthers) {
   EXPECT_EQ(result.exit_code(), 5);
 }
 
-TEST(TestbedProcess, TimeoutStopsTheCommandsWithExitCode124) {
+TEST(Process, TimeoutStopsTheCommandsWithExitCode124) {
   SpawnOptions hang;
   hang.argv = {"sleep", "30"};
   SuperviseOptions options;
@@ -105,7 +112,7 @@ TEST(TestbedProcess, TimeoutStopsTheCommandsWithExitCode124) {
   EXPECT_EQ(result.exit_code(), 124);
 }
 
-TEST(TestbedProcess, CommandIgnoringSigtermIsKilledAfterTheGrace) {
+TEST(Process, CommandIgnoringSigtermIsKilledAfterTheGrace) {
   SpawnOptions stubborn;
   stubborn.argv = {"sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"};
   SuperviseOptions options;
@@ -117,7 +124,7 @@ TEST(TestbedProcess, CommandIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_EQ(result.exit_codes[0], 128 + SIGKILL);
 }
 
-TEST(TestbedProcess, InterruptionIsForwardedAndReported) {
+TEST(Process, InterruptionIsForwardedAndReported) {
   const SignalBlock block;
   SpawnOptions hang;
   hang.argv = {"sleep", "30"};
@@ -131,7 +138,7 @@ TEST(TestbedProcess, InterruptionIsForwardedAndReported) {
   EXPECT_EQ(result.exit_code(), 128 + SIGTERM);
 }
 
-TEST(TestbedProcess, PendingInterruptionIsRaisedBetweenSteps) {
+TEST(Process, PendingInterruptionIsRaisedBetweenSteps) {
   const SignalBlock block;
   EXPECT_NO_THROW(throw_if_interrupted());
   kill(getpid(), SIGINT);
@@ -144,12 +151,81 @@ TEST(TestbedProcess, PendingInterruptionIsRaisedBetweenSteps) {
   EXPECT_NO_THROW(throw_if_interrupted());  // consumed
 }
 
-TEST(TestbedProcess, PinnedCommandRunsOnlyOnItsCpus) {
+TEST(Process, PinnedCommandRunsOnlyOnItsCpus) {
   SpawnOptions options;
   options.argv = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status | grep -q '\\s0$'"};
   options.cpus = {0};
   EXPECT_EQ(supervise({spawn(options)}, {}).exit_code(), 0);
 }
 
+TEST(Process, RunKillsAProgramThatOutlivesItsTimeout) {
+  RunOptions options{{"sh", "-c", "echo started; exec sleep 30"}};
+  options.timeout = std::chrono::milliseconds(300);
+  const auto start = Clock::now();
+  const RunResult result = run(options);
+  EXPECT_LT(since(start), 10.0);
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(result.output, "started\n");
+  options.check = true;
+  try {
+    run(options);
+    ADD_FAILURE() << "a timed-out checked run did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("timeout of 300 ms"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Process, RunCanLeaveStderrToTheCaller) {
+  RunOptions options{{"sh", "-c", "echo out; echo err >&2"}};
+  options.capture_stderr = false;
+  EXPECT_EQ(run(options).output, "out\n");
+  options.capture_stderr = true;
+  EXPECT_EQ(run(options).output, "out\nerr\n");
+}
+
+TEST(Process, SpawnRedirectsOutputToTheGivenDescriptors) {
+  char path[] = "/tmp/acspeed-process-log-XXXXXX";
+  const int log = mkstemp(path);
+  ASSERT_GE(log, 0);
+  SpawnOptions options;
+  options.argv = {"sh", "-c", "echo to-out; echo to-err >&2; cat"};
+  options.stdout_fd = log;
+  options.stderr_fd = log;
+  options.stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t pid = spawn(options);
+  close(options.stdin_fd);
+  close(log);
+  EXPECT_EQ(wait_exit(pid), 0);  // cat ended at once: its stdin was /dev/null
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(path);
+  EXPECT_EQ(text.str(), "to-out\nto-err\n");
+}
+
+TEST(Process, ChildGetsTheDefaultSignalMaskBack) {
+  const SignalBlock block;  // blocked here, as in acspeed's programs
+  SpawnOptions options;
+  options.argv = {"sh", "-c", "grep -q '^SigBlk:\\s*0*$' /proc/self/status"};
+  EXPECT_EQ(supervise({spawn(options)}, {}).exit_code(), 0);
+}
+
+TEST(Process, RunInChildReportsTheBodysExitCode) {
+  EXPECT_EQ(run_in_child([] { return 0; }), 0);
+  EXPECT_EQ(run_in_child([] { return 7; }), 7);
+  EXPECT_EQ(run_in_child([] { return static_cast<int>(kill(getpid(), SIGKILL)); }), 128 + SIGKILL);
+}
+
+TEST(Process, ExitCodesAndTheirText) {
+  EXPECT_EQ(describe_exit_code(3), "exit code 3");
+  EXPECT_EQ(describe_exit_code(128 + SIGKILL), "signal 9 (Killed)");
+  SpawnOptions options;
+  options.argv = {"sh", "-c", "kill -TERM $$"};
+  const pid_t pid = spawn(options);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGTERM);
+  EXPECT_EQ(poll_exit(pid), std::nullopt);  // reaped already
+}
+
 }  // namespace
-}  // namespace acspeed::testbed
+}  // namespace acspeed::process

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
-#include "acspeed/testbed/process.h"
+#include "acspeed/process/supervise.h"
 #include "acspeed/testbed/layout.h"
 
 namespace acspeed::testbed {
@@ -108,7 +108,7 @@ std::vector<ClusterState> read_all_states(const std::string& dir) {
         out.push_back(std::move(*state));
       }
     } catch (const Error& e) {
-      notice(std::string("acspeed-testbed: skipping ") + e.what());
+      process::notice(std::string("acspeed-testbed: skipping ") + e.what());
     }
   }
   closedir(d);

@@ -19,10 +19,15 @@
 #include <fmt/format.h>
 
 #include "acspeed/testbed/net_plan.h"
-#include "acspeed/testbed/process.h"
+#include "acspeed/process/run.h"
+#include "acspeed/process/signals.h"
+#include "acspeed/process/spawn.h"
+#include "acspeed/process/supervise.h"
 
 namespace acspeed::testbed {
 namespace {
+
+using process::notice;
 
 bool has_capability(int cap) {
   std::ifstream in("/proc/self/status");
@@ -73,18 +78,14 @@ void preflight() {
         "namespaces; this process (uid {}) lacks them: run it as root (sudo)", geteuid()));
   }
   for (const char* tool : {"ip", "tc"}) {
-    if (!find_program(tool)) {
+    if (!process::find_program(tool)) {
       throw NotPermitted(fmt::format("'{}' was not found (PATH, /usr/sbin, /sbin): install iproute2", tool));
     }
   }
-  const pid_t pid = fork();
-  ACS_ENFORCE(pid >= 0, "fork: {}", std::strerror(errno));
-  if (pid == 0) _exit(unshare(CLONE_NEWNET) == 0 ? 0 : (errno & 0x7f) + 1);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const int err = WIFEXITED(status) ? WEXITSTATUS(status) - 1 : 0;
+  // In a short-lived child, so this process stays in its own namespace.
+  const int code = process::run_in_child([] { return unshare(CLONE_NEWNET) == 0 ? 0 : (errno & 0x7f) + 1; });
+  if (code != 0) {
+    const int err = code < 128 ? code - 1 : 0;
     throw NotPermitted(fmt::format(
         "this machine does not allow creating network namespaces (unshare(CLONE_NEWNET): {}); "
         "in a container, run it privileged", err ? std::strerror(err) : "killed"));
@@ -128,10 +129,12 @@ ClusterState bring_up(const UpOptions& options) {
   }
   try {
     for (const auto& command : bring_up_commands(layout, options.profile)) {
-      throw_if_interrupted();
-      run_tool(command.argv, command.input);
+      process::throw_if_interrupted();
+      process::RunOptions run{command.argv, command.input};
+      run.check = true;
+      process::run(run);
     }
-    throw_if_interrupted();
+    process::throw_if_interrupted();
   } catch (...) {
     for (const auto& problem : tear_down(state, options.state_dir)) notice("acspeed-testbed: " + problem);
     throw;
@@ -146,7 +149,7 @@ std::vector<std::string> tear_down(const ClusterState& state, const std::string&
     try {
       if (!path_exists(netns_path(ns))) continue;
       kill_netns_processes(ns, grace_s, problems);
-      const auto result = run_tool({"ip", "netns", "del", ns}, {}, false);
+      const auto result = process::run({{"ip", "netns", "del", ns}});
       if (result.exit_code != 0 && path_exists(netns_path(ns))) {
         problems.push_back(fmt::format("could not delete namespace {}: {}", ns, result.output));
       }
