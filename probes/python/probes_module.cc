@@ -5,7 +5,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include "acspeed/error.h"
+#include "acspeed/kernel_overlap.h"
 #include "acspeed/profile_summary.h"
 #include "acspeed/step_recorder.h"
 
@@ -203,6 +206,24 @@ PYBIND11_MODULE(_probes, m) {
       },
       py::arg("steps"), py::arg("percentiles") = std::vector<double>{50, 75, 90, 95},
       py::arg("ranks") = 1, py::arg("backend") = "");
+  m.def(
+      "kernel_overlap",
+      [](const std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>& kernels) {
+        std::vector<KernelRecord> records;
+        records.reserve(kernels.size());
+        for (const auto& [name, stream, begin_ns, end_ns] : kernels) records.push_back({name, stream, {begin_ns, end_ns}});
+        const KernelOverlap o = kernel_overlap(records);
+        py::dict d;
+        d["compute_kernels"] = o.compute_kernels;
+        d["comm_kernels"] = o.comm_kernels;
+        d["comm_streams"] = o.comm_streams;
+        d["compute_ns"] = o.compute_ns;
+        d["comm_ns"] = o.comm_ns;
+        d["comm_compute_overlap_ns"] = o.comm_compute_overlap_ns;
+        d["comm_cross_stream_ns"] = o.comm_cross_stream_ns;
+        return d;
+      },
+      py::arg("kernels"), "[(name, stream, begin_ns, end_ns)] -> overlap of NCCL and compute kernels (kernel_overlap.h)");
   m.def(
       "format_summary", [](const py::dict& summary) { return format_summary(summary_from_dict(summary)); },
       py::arg("summary"));

@@ -2,6 +2,8 @@
 `import acspeed` stays cheap, plus the typed settings acspeed's Python side reads through it."""
 import functools
 
+from . import _log
+
 
 class RuntimeUnavailable(RuntimeError):
     """The compiled runtime module is missing or does not load."""
@@ -31,3 +33,15 @@ def strict() -> bool:
     """ACSPEED_STRICT=1: problems in a training job raise instead of warning. A malformed value is
     itself an error, whatever mode was meant."""
     return setting_bool("ACSPEED_STRICT")
+
+
+def strict_or_off() -> bool:
+    """strict(), for callers that must not fail on its account: a missing runtime or a malformed
+    value reads as off (the malformed value with one warning)."""
+    try:
+        return strict()
+    except RuntimeUnavailable:
+        return False  # the problem being reported is that very runtime; it is in the warning already
+    except ValueError as error:
+        _log.warn(f"{error}: treated as ACSPEED_STRICT=0", once="bad-strict")
+        return False

@@ -94,6 +94,9 @@ def _hook_blocker(ddp, group) -> Optional[str]:
     if any(getattr(m, "sparse", False) for m in ddp.module.modules()
            if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))):
         return "the model has sparse gradients (sparse embeddings), so acspeed applied the bucket settings only"
+    if getattr(ddp, "skip_all_reduce_unused_params", False):
+        return ("skip_all_reduce_unused_params=True lets DDP skip buckets without calling a comm hook, which "
+                "acspeed's per-step bucket order needs, so it applied the bucket settings only")
     if getattr(ddp, "_use_python_reducer", False):
         return ("compiled autograd with optimize_ddp='python_reducer' bypasses DDP comm hooks, so "
                 "acspeed applied the bucket settings only")
@@ -125,16 +128,6 @@ def _decide(module, group, device) -> decision.Decision:
     return decision.share(mine, group, device)
 
 
-def _strict() -> bool:
-    try:
-        return _runtime.strict()
-    except _runtime.RuntimeUnavailable:
-        return False  # the problem being reported is that very runtime; it is in the warning already
-    except ValueError as error:
-        _log.warn(f"{error}: treated as ACSPEED_STRICT=0", once="bad-strict")
-        return False
-
-
 def construct(original, signature, ddp, args, kwargs) -> None:
     """The body of the patched DistributedDataParallel.__init__."""
     if not (dist.is_available() and dist.is_initialized()):
@@ -147,7 +140,7 @@ def construct(original, signature, ddp, args, kwargs) -> None:
     first = next(iter(module.parameters()), None)
     device = first.device if first is not None else torch.device("cpu")
     found = _decide(module, group, device)
-    if found.source == "error" and _strict():
+    if found.source == "error" and _runtime.strict_or_off():
         raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): {found.message}")
     if found.config_json is None:
         _report(found, [])
@@ -169,8 +162,9 @@ def construct(original, signature, ddp, args, kwargs) -> None:
             try:
                 hooks.install(ddp, config, group)
             except (RuntimeError, ValueError) as error:
-                if _strict():
-                    raise
+                if _runtime.strict_or_off():
+                    raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): could not set up acspeed's comm hook ({error})") \
+                        from error
                 notes.append(f"could not set up acspeed's comm hook ({error}): DDP's built-in allreduce is used")
     _report(found, notes)
 
@@ -185,7 +179,7 @@ def _forcing(found: decision.Decision):
 
 
 def release(module: torch.nn.Module) -> None:
-    """Closes the lanes (threads, process groups) of the last DDP that wrap() built around `module`.
+    """Closes the lanes (process groups, buffers) of the last DDP that wrap() built around `module`.
     Drop your own reference to that DDP object too: its reducer's autograd hooks live as long as it."""
     state = _wrapped_states.pop(module, None)
     if state is not None:

@@ -2,8 +2,8 @@
 
 Which native collectives work is probed once per hook setup on the lane group (every rank runs the
 same probes, then agrees on the result with an all-reduce of the flags), so all ranks take the same
-path. Missing pieces: reduce_scatter_tensor becomes an all-reduce plus a slice of this rank's shard;
-all_gather_into_tensor becomes the list all_gather into views of the output."""
+path. Missing pieces: without reduce_scatter_tensor the algorithms all-reduce the whole buffer (see
+algorithms.py); all_gather_into_tensor becomes the list all_gather into views of the output."""
 import dataclasses
 from typing import Dict, Iterable, Tuple
 
@@ -51,24 +51,25 @@ class Collectives:
         return [f"{op}({str(dtype).replace('torch.', '')})" for (op, dtype), ok in self.native.items()
                 if not ok and op != "all_reduce"]
 
-    def all_reduce(self, tensor: torch.Tensor, group) -> None:
-        dist.all_reduce(tensor, group=group)
+    # Every collective below is asynchronous: it returns the backend's Work and never waits.
 
-    def reduce_scatter(self, padded: torch.Tensor, group) -> torch.Tensor:
-        """Sum of `padded` over the group; returns this rank's shard (a new tensor)."""
-        size = group.size()
-        chunk = padded.numel() // size
-        if self.supports("reduce_scatter_tensor", padded.dtype):
-            shard = padded.new_empty(chunk)
-            dist.reduce_scatter_tensor(shard, padded, group=group)
-            return shard
-        dist.all_reduce(padded, group=group)
-        rank = dist.get_rank(group)
-        return padded[rank * chunk:(rank + 1) * chunk].clone()
+    def all_reduce(self, tensor: torch.Tensor, group):
+        return dist.all_reduce(tensor, group=group, async_op=True)
 
-    def all_gather(self, padded: torch.Tensor, shard: torch.Tensor, group) -> None:
-        """Fills `padded` with every rank's shard, in group-rank order."""
+    def reduce_scatter(self, shard: torch.Tensor, padded: torch.Tensor, group):
+        """shard = this rank's part of the sum of `padded` over the group (native only: without it,
+        algorithms.py all-reduces the whole buffer instead)."""
+        return dist.reduce_scatter_tensor(shard, padded, group=group, async_op=True)
+
+    def all_gather(self, padded: torch.Tensor, shard: torch.Tensor, group):
+        """Fills `padded` with every rank's shard, in group-rank order; `shard` may be this rank's
+        own slice of `padded` (in place)."""
         if self.supports("all_gather_into_tensor", padded.dtype):
-            dist.all_gather_into_tensor(padded, shard, group=group)
-        else:
-            dist.all_gather(list(padded.chunk(group.size())), shard, group=group)
+            return dist.all_gather_into_tensor(padded, shard, group=group, async_op=True)
+        return dist.all_gather(list(padded.chunk(group.size())), shard, group=group, async_op=True)
+
+    def reduce(self, tensor: torch.Tensor, dst: int, group):
+        return dist.reduce(tensor, dst=dst, group=group, async_op=True)
+
+    def broadcast(self, tensor: torch.Tensor, src: int, group):
+        return dist.broadcast(tensor, src=src, group=group, async_op=True)

@@ -23,6 +23,12 @@ def set_precision(precision: Optional[str]) -> None:
     _precision = precision
 
 
+def precision() -> str:
+    """The training precision of the lookup key: acspeed.configure(precision=...), else
+    ACSPEED_PRECISION, else "" (any precision matches)."""
+    return _precision if _precision is not None else (_runtime.setting_string("ACSPEED_PRECISION") or "")
+
+
 @dataclasses.dataclass
 class Decision:
     source: str                 # resolve()'s sources, plus "error" for a problem on the Python side
@@ -74,9 +80,8 @@ def lookup(module: torch.nn.Module, world_size: int) -> Decision:
     """Rank 0's lookup. Never raises: a problem is an "error" decision with DDP defaults."""
     try:
         core = _runtime.core()
-        precision = _precision if _precision is not None else (_runtime.setting_string("ACSPEED_PRECISION") or "")
         versions = job_versions()
-        result = core.resolve(_fingerprint()["instance_type"], model_signature(module), precision,
+        result = core.resolve(_fingerprint()["instance_type"], model_signature(module), precision(),
                               world_size, node_count(world_size), versions["torch"], versions["nccl"])
     except (RuntimeError, ValueError) as error:
         return Decision(source="error", config_json=None, message=f"{error}; using DDP defaults")

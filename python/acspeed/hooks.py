@@ -1,104 +1,108 @@
 """The DDP comm hook that realises a config: algorithm x streams x compression.
 
-    state = HookState.create(ddp, config)       # collective: builds lanes, probes the backend
-    ddp.register_comm_hook(state, comm_hook)    # acspeed does this at construction
+    state = HookState.create(config, group, params)   # collective: builds lanes, probes the backend
+    ddp.register_comm_hook(state, comm_hook)          # acspeed does this at construction (install)
 
-Algorithms, for a flat bucket of n elements averaged over W ranks:
-  allreduce       - all-reduce of the bucket (what DDP does, but on the bucket's lane);
-  reduce_scatter  - reduce-scatter to W shards, then all-gather;
-  hierarchical    - nodes of L ranks: intra-node reduce-scatter to L shards, all-reduce of each shard
-                    among the ranks holding the same shard on the other nodes, intra-node all-gather.
-                    Nodes of unequal size: reduce to the node's leader, all-reduce among leaders,
-                    broadcast from the leader.
-Compression (fp16/bf16) reduces a converted copy; if the reduced copy holds NaN/Inf (overflow, or a
-non-finite gradient), that bucket is reduced again uncompressed for this step, and acspeed says so.
-The reduced copy is identical on every rank, so every rank takes the same branch.
+Per bucket, in the hook call (DDP's backward thread; see issue.py for why the order is the same on
+every rank and how it is checked): the bucket goes to lane index % K; it is divided by the world
+size W, packed when needed into a buffer reused across steps (buffers.py: compressed to fp16/bf16
+the way torch's compress hooks do it, or zero-padded for a sharded algorithm), and its collectives
+are issued asynchronously (algorithms.py, issue.py). The future returned to DDP completes after a
+callback has unpacked the result into the bucket.
 
-An observer (acspeed.probes.BucketObserver, via `attach_observer` or `HookState.observer`) sees
-bucket_launched(index, nbytes) on the lane thread right before the bucket's collectives are issued,
-and bucket_completed(index) from a callback chained on the bucket's future, before the future DDP
-waits on completes.
+Compression guard (fp16/bf16, when AMP's GradScaler is not in use; scaler.py says how that is
+detected): the reduced copy is identical on every rank, so every rank reaches the same verdict. A
+bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is reduced again
+uncompressed, in the step's last hook call, which waits once for the step's compressed results
+(the only host synchronisation of the step, and only when the guard is on; on the CPU nothing
+else waits). HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
+GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
+
+An observer (acspeed.probes.BucketObserver, via `attach_observer`) sees bucket_launched(index,
+nbytes) on the hook's thread right before the bucket's first collective, and bucket_completed(index)
+before the future DDP waits on completes.
 """
-import threading
+import dataclasses
 import weakref
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 
-from . import _log
+from . import _log, _runtime, decision, scaler
+from .algorithms import ALGORITHMS
+from .buffers import Scratch
 from .collectives import Collectives
 from .config import Config
-from .lanes import Lane, Topology, build_lanes, close_lanes
+from .issue import Job, block_stream, issuer_for
+from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, describe_failures
 
 
-def _pad(tensor: torch.Tensor, multiple: int) -> torch.Tensor:
-    extra = -tensor.numel() % multiple
-    return tensor if extra == 0 else torch.cat([tensor, tensor.new_zeros(extra)])
+def _nonfinite(tensor: torch.Tensor) -> torch.Tensor:
+    """A 0-d bool tensor on the tensor's device: does it hold a NaN or an Inf? One pass (aminmax
+    propagates NaN; an Inf is the min or the max), many times cheaper than isfinite().all()."""
+    low, high = torch.aminmax(tensor)
+    return ~(torch.isfinite(low) & torch.isfinite(high))
 
 
-def _allreduce(coll: Collectives, lane: Lane, flat: torch.Tensor) -> torch.Tensor:
-    coll.all_reduce(flat, lane.group)
-    return flat
-
-
-def _reduce_scatter(coll: Collectives, lane: Lane, flat: torch.Tensor) -> torch.Tensor:
-    padded = _pad(flat, lane.group.size())
-    shard = coll.reduce_scatter(padded, lane.group)
-    coll.all_gather(padded, shard, lane.group)
-    return padded[:flat.numel()]
-
-
-def _hierarchical(coll: Collectives, lane: Lane, flat: torch.Tensor) -> torch.Tensor:
-    if lane.leader is not None:  # nodes of unequal size: through the nodes' leaders
-        if lane.intra is not None:
-            dist.reduce(flat, dst=lane.leader, group=lane.intra)
-        if lane.inter is not None:
-            coll.all_reduce(flat, lane.inter)
-        if lane.intra is not None:
-            dist.broadcast(flat, src=lane.leader, group=lane.intra)
-        return flat
-    if lane.intra is None:  # one rank per node: the inter-node step is everything
-        if lane.inter is not None:
-            coll.all_reduce(flat, lane.inter)
-        return flat
-    padded = _pad(flat, lane.intra.size())
-    shard = coll.reduce_scatter(padded, lane.intra)
-    if lane.inter is not None:
-        coll.all_reduce(shard, lane.inter)
-    coll.all_gather(padded, shard, lane.intra)
-    return padded[:flat.numel()]
-
-
-_ALGORITHMS = {"allreduce": _allreduce, "reduce_scatter": _reduce_scatter, "hierarchical": _hierarchical}
+@dataclasses.dataclass
+class _Guarded:
+    """A compressed bucket whose verdict the step's last hook call settles."""
+    job: Job
+    flat: torch.Tensor
+    unpack: Callable[[], None]
+    flag: Optional[torch.Tensor] = None   # set by the job's finish: NaN/Inf in the reduced copy
+    ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's stream
 
 
 class HookState:
-    """What the hook needs: the config, the lanes, the backend's collectives, an optional observer,
-    the guard's counter, and the user's hook once they register one."""
+    """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
+    reusable buffers, an optional observer, the guard's counter, and the user's hook once they
+    register one. One per DDP model."""
 
     def __init__(self, config: Config, lanes: List[Lane], collectives: Collectives, world_size: int,
-                 compression: Optional[torch.dtype]):
+                 compression: Optional[torch.dtype], device: torch.device, issuer, strict: bool):
         self.config = config
         self.lanes = lanes
         self.collectives = collectives
         self.world_size = world_size
         self.compression = compression
-        self.algorithm = _ALGORITHMS[config.algorithm]
+        self.device = device
+        self.algorithm = ALGORITHMS[config.algorithm]
+        self.issuer = issuer
+        self.strict = strict
         self.observer = None
         self.user_hook = None          # (hook, state) registered by the user after construction
         self.guard_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
-        self._lock = threading.Lock()
+        self.test_delays: Dict[int, float] = {}  # test-only seam: lane -> seconds slept before each collective
+        self.scratch = Scratch()
+        self._expected = 0             # the bucket index DDP must hand over next
+        self._guard = False            # this step's buckets are guarded
+        self._guarded: List[_Guarded] = []   # this step's guarded buckets, in bucket order
 
     @classmethod
     def create(cls, config: Config, group, params: List[torch.nn.Parameter]) -> "HookState":
-        """Collective over the default group (new process groups), then over `group` (probes)."""
-        backend = dist.get_backend(group)
+        """Collective over the default group (new process groups) and over `group` (topology,
+        agreement, probes). If any rank cannot build its part, every rank raises RuntimeError (none
+        is left waiting) naming the ranks and their errors."""
+        backend = str(dist.get_backend(group))
         ranks = sorted(dist.get_process_group_ranks(group))
         device = params[0].device if params else torch.device("cpu")
+        algorithm = ALGORITHMS[config.algorithm]
+        issuer = issuer_for(device, backend)
+        streams = config.streams
+        if streams > MAX_LANES:
+            _log.warn(f"streams {streams} is above acspeed's limit of {MAX_LANES} lanes (each lane costs process "
+                      f"groups, on NCCL communicators with their own GPU buffers): using {MAX_LANES}",
+                      once=("max-lanes", streams))
+            streams = MAX_LANES
         topology = Topology.discover(group, device) if config.algorithm == "hierarchical" else None
-        lanes = build_lanes(config.streams, ranks, backend, topology)
+        lanes, error = build_lanes(streams, ranks, backend, topology, algorithm.roles, issuer.group_per_phase,
+                                   device if issuer.uses_streams else None)
         try:
+            failed = agree(group, device, error)
+            if failed:
+                raise RuntimeError(describe_failures(failed))
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
             wanted = config.compression_dtype
             needs_probe = config.algorithm != "allreduce" or wanted is not None
@@ -117,57 +121,150 @@ class HookState:
             _log.info(f"the {backend} backend lacks {', '.join(emulated)}: acspeed builds "
                       f"{'it' if len(emulated) == 1 else 'them'} from all_reduce / all_gather",
                       once=("emulated", backend, tuple(emulated)))
-        return cls(config, lanes, collectives, dist.get_world_size(group), compression)
+        return cls(config, lanes, collectives, dist.get_world_size(group), compression, device, issuer,
+                   _runtime.strict_or_off())
 
     def close(self) -> None:
-        """Stops the lanes' workers and releases their process groups. Idempotent."""
-        with self._lock:
-            lanes, self.lanes = self.lanes, []
+        """Releases the lanes' process groups and the reusable buffers. Idempotent."""
+        lanes, self.lanes = self.lanes, []
         close_lanes(lanes)
+        self.scratch.clear()
 
-    # Runs on the lane's worker thread.
-    def _reduce(self, lane: Lane, flat: torch.Tensor, index: int, observer) -> torch.Tensor:
-        if observer is not None:  # on the thread that issues the bucket's collectives, right before them
-            observer.bucket_launched(index, flat.numel() * flat.element_size())
-        flat.div_(self.world_size)
-        dtype = self.compression
-        if dtype is None or flat.element_size() <= torch.finfo(dtype).bits // 8:
-            return self.algorithm(self.collectives, lane, flat)
-        packed = self.algorithm(self.collectives, lane, flat.to(dtype))
-        if bool(torch.isfinite(packed).all()):
-            return flat.copy_(packed)
-        with self._lock:
-            self.guard_fallbacks += 1
-            count = self.guard_fallbacks
-        _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {index} "
-                  f"(overflow or a non-finite gradient): that bucket was reduced uncompressed "
-                  f"(fallback #{count}; later ones are counted in HookState.guard_fallbacks)",
-                  once=("guard", id(self)))
-        return self.algorithm(self.collectives, lane, flat)
+    # --- the hook ---------------------------------------------------------------------------
 
     def run(self, bucket) -> torch.futures.Future:
-        flat = bucket.buffer()
-        index = bucket.index()
         lanes = self.lanes
         if not lanes:
             raise RuntimeError("acspeed's comm hook was used after its lanes were released "
                                "(the DDP model was re-wrapped or closed)")
+        index = bucket.index()
+        self._check_order(index)
+        if index == 0:
+            self._guard = self.compression is not None and not scaler.in_use(self.device.type, decision.precision())
+        flat = bucket.buffer()
         lane = lanes[index % len(lanes)]
-        observer = self.observer
-        if flat.is_cuda:
-            future = torch.futures.Future(devices=[flat.device])
-            stream = torch.cuda.current_stream(flat.device)
-        else:
-            future = torch.futures.Future()
-            stream = None
-        lane.worker.submit(lambda: self._reduce(lane, flat, index, observer), future, stream)
-        if observer is None:
-            return future
+        result = torch.futures.Future(devices=[flat.device]) if flat.is_cuda else torch.futures.Future()
+        with self.issuer.context(lane):
+            job = self._job(index, flat, lane, result, compress=True)
+            if self.observer is not None:  # on the thread that issues the collectives, right before them
+                self.observer.bucket_launched(index, flat.numel() * flat.element_size())
+            self.issuer.advance(block=False)
+            self.issuer.start(job)
+        if bucket.is_last():
+            self._end_step(index + 1)
+        return result
 
-        def completed(done: torch.futures.Future) -> torch.Tensor:
+    def _check_order(self, index: int) -> None:
+        expected, self._expected = self._expected, index + 1
+        if index == expected:
+            return
+        message = (f"DDP handed acspeed's comm hook bucket {index} while bucket {expected} was due: buckets must "
+                   "arrive in index order (torch's reducer launches them so), or ranks could issue collectives in "
+                   "different orders")
+        if self.strict:
+            raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): {message}")
+        _log.warn(f"{message}; continuing from bucket {index}", once=("bucket-order", id(self)))
+
+    def _job(self, index: int, flat: torch.Tensor, lane: Lane, result, compress: bool) -> Job:
+        """Divides and packs the bucket (in the issuer's context: on CUDA, the lane stream) and plans
+        its collectives. The bucket itself is left untouched while its compressed copy is in flight,
+        so the guard can still reduce it uncompressed."""
+        dtype = self.compression if compress else None
+        if dtype is not None and flat.element_size() <= torch.finfo(dtype).bits // 8:
+            dtype = None  # the bucket is no wider than the compressed type
+        divisor = self.algorithm.divisor(self.collectives, lane, dtype or flat.dtype)
+        numel = flat.numel()
+        padded = -(-numel // divisor) * divisor
+        if dtype is not None:  # as torch's compress hooks: convert, then divide in the compressed type
+            packed = self.scratch.get(index, "packed", padded, dtype, flat.device)
+            packed[:numel].copy_(flat)
+            packed.div_(self.world_size)
+        elif padded != numel:
+            packed = self.scratch.get(index, "padded", padded, flat.dtype, flat.device)
+            torch.div(flat, self.world_size, out=packed[:numel])
+        else:
+            packed = flat.div_(self.world_size)
+
+        def shard_for(shard_numel: int) -> torch.Tensor:
+            return self.scratch.get(index, "shard", shard_numel, packed.dtype, flat.device)
+
+        def unpack() -> None:
+            if packed is not flat:
+                flat.copy_(packed[:numel])
+
+        phases = self.algorithm.phases(self.collectives, lane, packed, shard_for)
+        guarded = _Guarded(job=None, flat=flat, unpack=unpack) if dtype is not None and self._guard else None
+
+        def finish() -> Optional[torch.Tensor]:
+            if guarded is not None:
+                guarded.flag = _nonfinite(packed)
+                if flat.is_cuda:  # no host sync here: the step's last hook call reads every flag at once
+                    guarded.ready = torch.cuda.Event()
+                    guarded.ready.record()
+                    return None
+                if bool(guarded.flag):  # CPU: a plain read of host memory
+                    return None
+            unpack()
+            return self._completed(index, flat)
+
+        job = Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                  delay_s=self.test_delays.get(lane.index, 0.0))
+        if guarded is not None:
+            guarded.job = job
+            self._guarded.append(guarded)
+        return job
+
+    def _completed(self, index: int, flat: torch.Tensor) -> torch.Tensor:
+        """The bucket's result is in place: tell the observer before DDP can see it."""
+        observer = self.observer
+        if observer is not None:
             observer.bucket_completed(index)
-            return done.value()
-        return future.then(completed)
+        return flat
+
+    def _end_step(self, buckets: int) -> None:
+        """The step's last hook call: issue what is still queued, settle the guard, reset."""
+        self._expected = 0
+        self.issuer.advance(block=True)
+        if self._guard:
+            self._settle_guard()
+        self.scratch.keep_only(buckets)
+
+    def _settle_guard(self) -> None:
+        """Waits for the step's guarded buckets (their flags exist once their finish callbacks ran),
+        reads the flags, completes the finite buckets still open (CUDA) and re-sends the others
+        uncompressed, in bucket order: every rank holds the same reduced values, hence the same
+        flags, so every rank issues the same re-sends."""
+        entries, self._guarded = self._guarded, []
+        if not entries:
+            return
+        for entry in entries:
+            entry.job.finished.wait()  # the finish callback ran (CPU: waits for the compressed reduction)
+        if self.device.type == "cuda":
+            current = torch.cuda.current_stream(self.device)
+            for entry in entries:
+                current.wait_event(entry.ready)
+            nonfinite = torch.stack([entry.flag for entry in entries]).tolist()  # the step's one host sync
+        else:
+            nonfinite = [bool(entry.flag) for entry in entries]
+        resend = []
+        for entry, bad in zip(entries, nonfinite):
+            if bad:
+                resend.append(entry)
+            elif entry.ready is not None:  # CUDA: finite, unpack on the lane stream after the flag
+                with self.issuer.context(entry.job.lane):
+                    torch.cuda.current_stream(self.device).wait_event(entry.ready)
+                    entry.unpack()
+                    entry.job.result.set_result(self._completed(entry.job.index, entry.flat))
+        for entry in resend:
+            self.guard_fallbacks += 1
+            _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "
+                      f"(overflow or a non-finite gradient): that bucket was reduced uncompressed "
+                      f"(fallback #{self.guard_fallbacks}; later ones are counted in HookState.guard_fallbacks)",
+                      once=("guard", id(self)))
+            lane = entry.job.lane
+            with self.issuer.context(lane):
+                self.issuer.start(self._job(entry.job.index, entry.flat, lane, entry.job.result, compress=False))
+        self.issuer.advance(block=True)
 
 
 def comm_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

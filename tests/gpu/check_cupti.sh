@@ -18,7 +18,6 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 python=${ACSPEED_PYTHON:-python3}
 logs=${ACSPEED_GPU_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/acspeed-cupti.XXXXXX")}
-build=${ACSPEED_GPU_BUILD_DIR:-$repo/build-gpu}/probes
 worker_timeout=${ACSPEED_CUPTI_WORKER_TIMEOUT:-180}
 mkdir -p "$logs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/acspeed-cupti-work.XXXXXX")
@@ -27,17 +26,9 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$repo/tests/gpu/lib.sh"
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  echo "skipped: no GPU here (nvidia-smi missing or lists none)"
-  exit 77
-fi
+require_gpu
 require_cuda_torch
-
-echo "--- build: probes/ stand-alone into $build"
-{ cmake -S "$repo/probes" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPython3_EXECUTABLE="$(command -v "$python")" && ninja -C "$build" _probes; } >"$logs/build.log" 2>&1 ||
-  fail "building the probes failed: $(tail -15 "$logs/build.log")"
-pass "built $(cd "$repo/python/acspeed" && ls _probes.*.so | head -1)"
+build_probes "$logs/build.log"
 
 cat >"$work/worker.py" <<'PY'
 import json, os, sys

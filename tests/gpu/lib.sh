@@ -1,5 +1,5 @@
-# Shared by the tests/gpu/check_*.sh scripts: `source` it after setting $python.
-# shellcheck shell=bash disable=SC2154,SC2034  # $python and worker() come from, and two_nodes_skipped goes to, the sourcing script
+# Shared by the tests/gpu/check_*.sh scripts: `source` it after setting $python and $repo.
+# shellcheck shell=bash disable=SC2154,SC2034  # $python, $repo and worker() come from, and two_nodes_skipped goes to, the sourcing script
 
 fail() { echo "FAIL: $*"; exit 1; }
 pass() { echo "ok: $*"; }
@@ -14,6 +14,26 @@ require_cuda_torch() {
     echo "skipped: torch under $python sees no CUDA device or has no NCCL"
     exit 77
   fi
+}
+
+# Exits 77 (skipped) unless nvidia-smi lists a GPU.
+require_gpu() {
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "skipped: no GPU here (nvidia-smi missing or lists none)"
+    exit 77
+  fi
+}
+
+# Builds acspeed._probes on its own (probes/ needs neither Boost, fmt, SQLite nor GoogleTest) for
+# $python into ${ACSPEED_GPU_BUILD_DIR:-build-gpu}/probes; the module lands in python/acspeed.
+# $1: the build log.
+build_probes() {
+  local log=$1 build=${ACSPEED_GPU_BUILD_DIR:-$repo/build-gpu}/probes
+  echo "--- build: probes/ stand-alone into $build"
+  { cmake -S "$repo/probes" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DPython3_EXECUTABLE="$(command -v "$python")" && ninja -C "$build" _probes; } >"$log" 2>&1 ||
+    fail "building the probes failed: $(tail -15 "$log")"
+  pass "built $(find "$repo/python/acspeed" -maxdepth 1 -name '_probes.*.so' -printf '%f\n' | head -1)"
 }
 
 # Runs the script's `worker RANK WORLD STAGE PORT [VAR=value...]` as ranks 0 and 1 of two emulated

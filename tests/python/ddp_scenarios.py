@@ -1,9 +1,11 @@
 """Worker-side scenarios for the DDP tests (run inside ddp_harness ranks). Each returns plain data
 that the test asserts on; many configurations run inside one set of worker processes."""
 import contextlib
+import inspect
 import json
 import logging
 import os
+import threading
 
 import torch
 import torch._dynamo
@@ -13,6 +15,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 import acspeed
 import acspeed.apply
 import acspeed.hooks
+import acspeed.lanes
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 STEPS = 3
@@ -120,21 +123,42 @@ class _NoNative:
         dist.reduce_scatter_tensor, dist.all_gather_into_tensor = self.saved
 
 
+def stock_hook_ddp(module, hook, **kwargs):
+    """DDP with one of torch's own comm hooks (the reference for acspeed's compressed hook)."""
+    ddp = plain_ddp(module, **kwargs)
+    ddp.register_comm_hook(None, hook)
+    return ddp
+
+
+STOCK_HOOKS = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}
+
+
 def equivalence(rank: int, world_size: int, combos: list) -> dict:
-    """combos: [(name, config_json, env, emulate_missing)]; an env value may be {rank: value}. Each
-    trains STEPS steps from the same start as plain DDP and reports how far its parameters end up
-    from plain DDP's."""
+    """combos: [{name, config, env?, emulate?, delays?}]; an env value may be {rank: value};
+    delays: {rank: {lane: seconds}} slept before each collective of that lane on that rank (the
+    test-only seam). Each combo trains STEPS steps from the same start as plain DDP and reports how
+    far its parameters end up from plain DDP's and, when it compresses, from torch's compress hook's.
+    Runs with ACSPEED_STRICT=1: a bucket out of order is an error."""
     captured = Captured()
     start = flat_params(make_model())
     base = train(plain_ddp(make_model()), rank)
+    stock = {name: train(stock_hook_ddp(make_model(), hook), rank) for name, hook in STOCK_HOOKS.items()}
     out = {}
-    for name, text, env, emulate in combos:
-        env = {key: (value[rank] if isinstance(value, dict) else value) for key, value in env.items()}
-        with environment(**env), (_NoNative() if emulate else contextlib.nullcontext()):
+    for combo in combos:
+        name, text = combo["name"], combo["config"]
+        env = {key: (value[rank] if isinstance(value, dict) else value) for key, value in combo.get("env", {}).items()}
+        with environment(ACSPEED_STRICT="1", **env), (_NoNative() if combo.get("emulate") else contextlib.nullcontext()):
             ddp = acspeed.apply.wrap(make_model(), text)
             state = acspeed.hooks.state_of(ddp)
+            if state is not None:
+                state.test_delays = combo.get("delays", {}).get(rank, {})
             result = train(ddp, rank)
         out[name] = compare(result, base, start)
+        compression = json.loads(text).get("compression", "none")
+        if compression in stock:
+            against_stock = compare(result, stock[compression], start)
+            out[name]["stock_identical"] = against_stock["identical"]
+            out[name]["stock_rel_to_update"] = against_stock["rel_to_update"]
         out[name]["hook"] = state is not None
         out[name]["guard_fallbacks"] = state.guard_fallbacks if state else 0
         out[name]["emulated"] = state.collectives.emulated() if state else []
@@ -215,24 +239,6 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         out["builtin_hook"] = {"lanes": len(acspeed.hooks.state_of(ddp).lanes),
                                "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
 
-        # Gradient accumulation under no_sync.
-        base_micro = train(plain_ddp(make_model()), rank, micro=2)
-        out["no_sync"] = {"equal": torch.equal(train(DDP(make_model()), rank, micro=2), base_micro),
-                          "differs_from_no_accumulation": not torch.equal(base_micro, base)}
-
-        # Two DDP models in one process, reduced in the same backward pass.
-        def train_pair(first, second):
-            optimizer = torch.optim.SGD(list(first.parameters()) + list(second.parameters()), lr=0.05)
-            for x, y in batches(rank, STEPS):
-                optimizer.zero_grad()
-                (torch.nn.functional.mse_loss(first(x), y) + torch.nn.functional.mse_loss(second(x), y)).backward()
-                optimizer.step()
-            return torch.cat([flat_params(first), flat_params(second)])
-        pair_base = train_pair(plain_ddp(make_model(1)), plain_ddp(make_model(2)))
-        first, second = DDP(make_model(1)), DDP(make_model(2))
-        out["two_instances"] = {"hooks": [acspeed.hooks.state_of(m) is not None for m in (first, second)],
-                                "equal": torch.equal(train_pair(first, second), pair_base)}
-
         # Observer sees every bucket launched and completed.
         ddp = DDP(make_model())
         observer = CountingObserver()
@@ -290,6 +296,13 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
             captured.take()
         out[f"bad/{name}"] = result
 
+    # DDP allowed to skip the buckets of unused parameters: acspeed's hook steps aside.
+    if "skip_all_reduce_unused_params" in inspect.signature(DDP.__init__._acspeed_original).parameters:
+        with environment(ACSPEED_CONFIG=hook_file):
+            ddp = DDP(PartlyUsed(), find_unused_parameters=True, skip_all_reduce_unused_params=True)
+            torch.nn.functional.mse_loss(ddp(torch.randn(4, 24)), torch.zeros(4, 5)).backward()
+            out["skip_unused"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "log": captured.take()}
+
     # Sparse gradients: acspeed's hook steps aside, training runs.
     class SparseModel(torch.nn.Module):
         def __init__(self):
@@ -328,18 +341,17 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
     # Re-wrapping inside live workers releases the previous trial's lanes and process groups.
     from torch.distributed import distributed_c10d  # noqa: PLC0415
     module = make_model()
-    states, groups, threads = [], [], []
+    states, groups = [], []
     for _ in range(4):
         ddp = acspeed.apply.wrap(module, config(algorithm="hierarchical", streams=3))
         states.append(acspeed.hooks.state_of(ddp))
         groups.append([group for lane in states[-1].lanes for group in lane.groups()])
-        threads.append([lane.worker._thread for lane in states[-1].lanes])
         train(ddp, rank, steps=1)
     alive = distributed_c10d._world.pg_map
     out["rewrap"] = {"groups_per_wrap": [len(g) for g in groups],
                      "groups_alive": [sum(group in alive for group in g) for g in groups],
                      "released": [len(state.lanes) == 0 for state in states],
-                     "threads_alive": [sum(thread.is_alive() for thread in t) for t in threads]}
+                     "acspeed_threads": [t.name for t in threading.enumerate() if "acspeed" in t.name]}
     ddp = acspeed.apply.wrap(module, config())
     out["rewrap"]["default_has_hook"] = acspeed.hooks.state_of(ddp) is not None
     out["rewrap"]["last_released"] = len(states[-1].lanes) == 0
@@ -412,4 +424,200 @@ def store_lookup(rank: int, world_size: int) -> dict:
             out["configured_precision"] = {"log": captured.take()}
     finally:
         acspeed.configure(precision=None)
+    return out
+
+
+class PartlyUsed(torch.nn.Module):
+    """make_model() plus a layer the forward pass never uses (find_unused_parameters, static_graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = make_model()
+        self.unused = torch.nn.Linear(24, 3)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def train_pair(first, second, rank: int) -> torch.Tensor:
+    """Two DDP models reduced in the same backward pass."""
+    optimizer = torch.optim.SGD(list(first.parameters()) + list(second.parameters()), lr=0.05)
+    for x, y in batches(rank, STEPS):
+        optimizer.zero_grad()
+        (torch.nn.functional.mse_loss(first(x), y) + torch.nn.functional.mse_loss(second(x), y)).backward()
+        optimizer.step()
+    return torch.cat([flat_params(first), flat_params(second)])
+
+
+VARIANTS = {  # name -> (model factory, DDP arguments, micro-batches per step)
+    "no_sync": (make_model, {}, 2),
+    "find_unused": (PartlyUsed, {"find_unused_parameters": True}, 1),
+    "static_graph": (make_model, {"static_graph": True}, 1),
+    "static_graph_unused": (PartlyUsed, {"static_graph": True}, 1),  # DDP delays the first step's buckets
+    "gradient_as_bucket_view": (make_model, {"gradient_as_bucket_view": True}, 1),
+}
+
+
+def variants(rank: int, world_size: int, configs: dict) -> dict:
+    """Each config x each DDP variant (and two DDP models in one backward) against the same
+    variant of plain DDP (or of torch's compress hook, for a compressing config). Strict."""
+    out = {}
+    for config_name, text in configs.items():
+        compression = json.loads(text).get("compression", "none")
+
+        def reference(module, **kwargs):
+            if compression == "none":
+                return plain_ddp(module, **kwargs)
+            return stock_hook_ddp(module, STOCK_HOOKS[compression], **kwargs)
+        with environment(ACSPEED_STRICT="1"):
+            for name, (factory, kwargs, micro) in VARIANTS.items():
+                base = train(reference(factory(), **kwargs), rank, micro=micro)
+                ddp = acspeed.apply.wrap(factory(), text, **kwargs)
+                out[f"{config_name}/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                                                "equal": torch.equal(train(ddp, rank, micro=micro), base)}
+                del ddp
+            pair_base = train_pair(reference(make_model(1)), reference(make_model(2)), rank)
+            first, second = acspeed.apply.wrap(make_model(1), text), acspeed.apply.wrap(make_model(2), text)
+            out[f"{config_name}/two_instances"] = {
+                "hook": None not in (acspeed.hooks.state_of(first), acspeed.hooks.state_of(second)),
+                "equal": torch.equal(train_pair(first, second, rank), pair_base)}
+            del first, second
+    return out
+
+
+class FakeBucket:
+    """What DDP hands a comm hook, for driving the hook by hand."""
+
+    def __init__(self, index: int, tensor: torch.Tensor, last: bool):
+        self._index, self._tensor, self._last = index, tensor, last
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._tensor
+
+    def is_last(self):
+        return self._last
+
+
+def _inject_on(rank: int, parameter: torch.nn.Parameter, value: float):
+    """Sets element 0 of `parameter`'s gradient to `value` on `rank` (a handle to remove)."""
+    def inject(grad):
+        grad = grad.clone()
+        grad.view(-1)[0] = value
+        return grad
+    return parameter.register_hook(inject) if dist.get_rank() == rank else None
+
+
+def engine(rank: int, world_size: int, folder: str) -> dict:
+    """The hook engine's own behaviours: bucket order, setup failing on one rank, reused buffers, the
+    lane cap, and (last: a GradScaler, once used, stays detected in this process) the guard with and
+    without AMP's GradScaler."""
+    captured = Captured()
+    out = {}
+    base = train(plain_ddp(make_model()), rank)
+    captured.take()
+
+    # A bucket out of order: an error under ACSPEED_STRICT=1, else one warning and the hook goes on.
+    with environment(ACSPEED_STRICT="1"):
+        ddp = acspeed.apply.wrap(make_model(), config(streams=2, bucket_cap_mb=0.001))
+    state = acspeed.hooks.state_of(ddp)
+    tensors = [torch.full((4,), float(rank + i)) for i in range(3)]
+    try:
+        acspeed.hooks.comm_hook(state, FakeBucket(1, tensors[1], False))
+        strict_error = "no error"
+    except RuntimeError as error:
+        strict_error = str(error)
+    state.strict = False
+    futures = [acspeed.hooks.comm_hook(state, FakeBucket(i, tensors[i], i == 2)) for i in (1, 2)]
+    reduced = [future.wait().tolist() for future in futures]
+    futures = [acspeed.hooks.comm_hook(state, FakeBucket(i, tensors[i], i == 2)) for i in (0, 1, 2)]
+    for future in futures:
+        future.wait()
+    out["order"] = {"strict_error": strict_error, "reduced": reduced, "log": captured.take()}
+    del ddp
+
+    # Setup failing on one rank: a lane group's creation, then the node discovery of hierarchical.
+    hook_file = _write(folder, "engine.json", config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=0.001))
+    real_new_group = acspeed.lanes._new_group
+    calls = []
+
+    def flaky_new_group(ranks, backend):
+        group = real_new_group(ranks, backend)
+        calls.append(ranks)
+        if rank == 1 and len(calls) == 2:
+            dist.destroy_process_group(group)
+            raise RuntimeError("injected group failure")
+        return group
+
+    def no_node(*_):
+        raise OSError("injected: no host name")
+
+    for name, target, replacement, hook_config in (
+            ("group", "_new_group", flaky_new_group, hook_file),
+            ("topology", "_node_key", no_node,
+             _write(folder, "hier.json", config(algorithm="hierarchical", bucket_cap_mb=0.001)))):
+        saved = getattr(acspeed.lanes, target)
+        result = {}
+        for strict in ("0", "1"):
+            calls.clear()
+            if rank == 1:
+                setattr(acspeed.lanes, target, replacement)
+            try:
+                with environment(ACSPEED_CONFIG=hook_config, ACSPEED_STRICT=strict):
+                    ddp = DDP(make_model())
+                    result["hook"] = acspeed.hooks.state_of(ddp) is not None
+                    result["equal"] = torch.equal(train(ddp, rank), base)
+                    result["strict"] = "no error"
+            except RuntimeError as error:
+                result["strict"] = str(error)
+            finally:
+                setattr(acspeed.lanes, target, saved)
+            result["log" if strict == "0" else "strict_log"] = captured.take()
+        out[f"setup/{name}"] = result
+
+    # Buffers reused across steps: the same tensors once DDP has rebuilt its buckets (after step 1).
+    ddp = acspeed.apply.wrap(make_model(), config(algorithm="reduce_scatter", compression="fp16", bucket_cap_mb=0.001))
+    state = acspeed.hooks.state_of(ddp)
+    train(ddp, rank, steps=2)
+    warm = {key: tensor.data_ptr() for key, tensor in state.scratch._tensors.items()}
+    train(ddp, rank, steps=3)
+    out["scratch"] = {"warm": len(warm), "same": warm == {key: t.data_ptr() for key, t in state.scratch._tensors.items()},
+                      "roles": sorted({key[1] for key in warm})}
+    del ddp
+    captured.take()
+
+    # More streams than the lane cap: the cap, and one warning.
+    ddp = acspeed.apply.wrap(make_model(), config(streams=acspeed.lanes.MAX_LANES + 4, bucket_cap_mb=0.001))
+    out["lane_cap"] = {"lanes": len(acspeed.hooks.state_of(ddp).lanes), "equal": torch.equal(train(ddp, rank), base),
+                       "log": captured.take()}
+    del ddp
+
+    # fp16 compression meets an overflow (1e6 > 65504) on rank 1 at step 2, with a CPU GradScaler.
+    # Guard on (the user says there is no scaler): that bucket is re-sent uncompressed, the scaler sees
+    # finite gradients and keeps its scale. Scaler in use (detected: it scaled the loss): nothing is
+    # re-sent, the Inf reaches the scaler, which skips the step and backs off.
+    for name, said in (("guard_on", False), ("scaler_detected", None)):
+        acspeed.configure(grad_scaler=said)
+        model = make_model()
+        ddp = acspeed.apply.wrap(model, config(compression="fp16", bucket_cap_mb=0.001))
+        grad_scaler = torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=1000)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        scales, finite = [], []
+        for step, (x, y) in enumerate(batches(rank, 3)):
+            optimizer.zero_grad()
+            handle = _inject_on(1, next(model.parameters()), 1e6) if step == 1 else None
+            grad_scaler.scale(torch.nn.functional.mse_loss(ddp(x), y)).backward()
+            if handle is not None:
+                handle.remove()
+            finite.append(all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
+            grad_scaler.step(optimizer)
+            grad_scaler.update()
+            scales.append(grad_scaler.get_scale())
+        out[f"scaler/{name}"] = {"scales": scales, "finite": finite,
+                                 "fallbacks": acspeed.hooks.state_of(ddp).guard_fallbacks}
+        del ddp
+    acspeed.configure()
+    captured.take()
     return out

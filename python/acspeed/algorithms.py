@@ -1,0 +1,96 @@
+"""How each algorithm reduces one bucket: an ordered list of phases, one per role of the algorithm,
+each ONE asynchronous collective on one of the bucket's lane groups (phase i runs on
+Lane.slots[i]; None when there is nothing to do in that phase, e.g. without a native
+reduce-scatter). The issuer (issue.py) decides when each phase is issued; nothing here waits.
+
+For a flat buffer already divided by the world size and zero-padded to a multiple of `divisor`:
+  allreduce       all-reduce of the buffer.
+  reduce_scatter  reduce-scatter to W shards, then all-gather of the shards back into the buffer.
+                  Without a native reduce-scatter for the dtype: one all-reduce, which already
+                  leaves the whole sum on every rank.
+  hierarchical    nodes of L ranks: intra-node reduce-scatter to L shards, all-reduce of each shard
+                  among the ranks holding that shard on the other nodes, intra-node all-gather.
+                  Without a native reduce-scatter, the intra-node step is an all-reduce and each
+                  rank's shard is its slice of the buffer (gathered in place). Nodes of unequal
+                  size: reduce to the node's leader, all-reduce among leaders, broadcast from the
+                  leader. One rank per node: one all-reduce across nodes.
+The result is always the buffer itself. A phase whose group is None (this rank is not in it, e.g.
+a non-leader's inter-node step) is skipped by the issuer; it still has its place in the list, so
+that every bucket passes through every phase in order (issue.py relies on that).
+"""
+from typing import Callable, List, Optional, Tuple
+
+import torch
+
+from .collectives import Collectives
+from .lanes import Lane
+
+ShardFor = Callable[[int], torch.Tensor]  # numel -> this bucket's reusable shard buffer
+Phase = Optional[Callable[[object], object]]  # group -> the backend's Work (asynchronous)
+
+
+class Algorithm:
+    name = ""
+    roles: Tuple[str, ...] = ()       # the role of each phase's group (lanes.ROLES)
+
+    def divisor(self, coll: Collectives, lane: Lane, dtype: torch.dtype) -> int:
+        """The buffer is padded to a multiple of this."""
+        return 1
+
+    def phases(self, coll: Collectives, lane: Lane, flat: torch.Tensor, shard_for: ShardFor) -> List[Phase]:
+        raise NotImplementedError
+
+
+class AllReduce(Algorithm):
+    name = "allreduce"
+    roles = ("all",)
+
+    def phases(self, coll, lane, flat, shard_for):
+        return [lambda group: coll.all_reduce(flat, group)]
+
+
+class ReduceScatter(Algorithm):
+    name = "reduce_scatter"
+    roles = ("all", "all")
+
+    def divisor(self, coll, lane, dtype):
+        return lane.group.size() if coll.supports("reduce_scatter_tensor", dtype) else 1
+
+    def phases(self, coll, lane, flat, shard_for):
+        if not coll.supports("reduce_scatter_tensor", flat.dtype):
+            return [lambda group: coll.all_reduce(flat, group), None]
+        shard = shard_for(flat.numel() // lane.group.size())
+        return [lambda group: coll.reduce_scatter(shard, flat, group),
+                lambda group: coll.all_gather(flat, shard, group)]
+
+
+class Hierarchical(Algorithm):
+    name = "hierarchical"
+    roles = ("intra", "inter", "intra")
+
+    def divisor(self, coll, lane, dtype):
+        uniform_with_peers = lane.leader is None and lane.intra is not None
+        return lane.intra.size() if uniform_with_peers else 1
+
+    def phases(self, coll, lane, flat, shard_for):
+        if lane.leader is not None:  # nodes of unequal size: through the nodes' leaders
+            leader = lane.leader
+            return [lambda group: coll.reduce(flat, leader, group),
+                    lambda group: coll.all_reduce(flat, group),
+                    lambda group: coll.broadcast(flat, leader, group)]
+        if lane.intra is None:  # one rank per node: the inter-node step is everything
+            return [None, lambda group: coll.all_reduce(flat, group), None]
+        local_size, local_rank = lane.intra.size(), lane.intra.rank()
+        chunk = flat.numel() // local_size
+        if coll.supports("reduce_scatter_tensor", flat.dtype):
+            shard = shard_for(chunk)
+            first = lambda group: coll.reduce_scatter(shard, flat, group)  # noqa: E731
+        else:
+            shard = flat[local_rank * chunk:(local_rank + 1) * chunk]
+            first = lambda group: coll.all_reduce(flat, group)  # noqa: E731
+        return [first,
+                lambda group: coll.all_reduce(shard, group),
+                lambda group: coll.all_gather(flat, shard, group)]
+
+
+ALGORITHMS = {algorithm.name: algorithm for algorithm in (AllReduce(), ReduceScatter(), Hierarchical())}
