@@ -139,7 +139,7 @@ std::vector<RepeatPair> find_pairs(const Report& report) {
   for (const auto& t : report.trials) {
     auto* side = t.record.role == "candidate" ? &candidates : t.record.role == "baseline" ? &baselines : nullptr;
     if (!side) continue;
-    const int64_t index = t.pair ? *t.pair : static_cast<int64_t>(side->size());
+    const int64_t index = t.metrics.pair ? *t.metrics.pair : static_cast<int64_t>(side->size());
     side->emplace(index, &t);
   }
   std::vector<RepeatPair> pairs;
@@ -185,24 +185,16 @@ Report build_report(const Store& store, int64_t session_id) {
       t.config_text = fmt::format("invalid config: {}", e.what());
     }
     t.stats = step_stats(record.step_times_s);
-    tuner::TrialMetrics metrics;
     try {
-      metrics = tuner::metrics_from_json(record.metrics_json);
+      t.metrics = tuner::metrics_from_json(record.metrics_json);
     } catch (const InvalidArgument&) {
       // Not a metrics object of this schema: no breakdown; the report rests on the raw step times
       // (the JSON report carries the column as it is).
     }
-    t.compute_s = metrics.compute_s;
-    t.comm_s = metrics.comm_s;
-    t.exposed_comm_s = metrics.exposed_comm_s;
-    t.loss = metrics.loss;
-    t.probe = metrics.probe;
-    t.finite = metrics.finite;
-    t.pair = metrics.pair;
     if (t.stats) t.samples_per_s = samples_per_s(report.session, t.stats->p50);
     // The metric is per device; the report's rate is the whole job's.
-    if (!t.samples_per_s && metrics.samples_per_s > 0 && report.session.world_size > 0) {
-      t.samples_per_s = metrics.samples_per_s * static_cast<double>(report.session.world_size);
+    if (!t.samples_per_s && t.metrics.samples_per_s > 0 && report.session.world_size > 0) {
+      t.samples_per_s = t.metrics.samples_per_s * static_cast<double>(report.session.world_size);
     }
     t.record = std::move(record);
     report.trials.push_back(std::move(t));
@@ -219,8 +211,9 @@ Report build_report(const Store& store, int64_t session_id) {
   }
 
   for (const auto& t : report.trials) {
-    if (!t.probe.empty() && std::find(report.probes.begin(), report.probes.end(), t.probe) == report.probes.end()) {
-      report.probes.push_back(t.probe);
+    const auto& probe = t.metrics.probe;
+    if (!probe.empty() && std::find(report.probes.begin(), report.probes.end(), probe) == report.probes.end()) {
+      report.probes.push_back(probe);
     }
   }
   std::sort(report.probes.begin(), report.probes.end());

@@ -54,8 +54,8 @@ std::string render_csv(const Report& r) {
          number(t.samples_per_s && r.session.world_size > 0
                     ? std::optional<double>(*t.samples_per_s / static_cast<double>(r.session.world_size))
                     : std::nullopt),
-         number(t.speedup_vs_baseline), number(t.compute_s),
-         number(t.comm_s), number(t.exposed_comm_s), number(t.loss), t.record.error, t.record.config_json});
+         number(t.speedup_vs_baseline), number(t.metrics.compute_s),
+         number(t.metrics.comm_s), number(t.metrics.exposed_comm_s), number(t.metrics.loss), t.record.error, t.record.config_json});
   }
   return out;
 }

@@ -195,7 +195,7 @@ std::string breakdown_chart(const Report& r) {
   for (const auto& t : r.trials) {
     if (t.record.status != "ok" || !t.stats) continue;
     trials.push_back(&t);
-    any_breakdown = any_breakdown || t.compute_s || t.exposed_comm_s;
+    any_breakdown = any_breakdown || t.metrics.compute_s || t.metrics.exposed_comm_s;
   }
   if (trials.empty()) return note("No successful trial to break down.");
   double hi = 0;
@@ -227,11 +227,11 @@ std::string breakdown_chart(const Report& r) {
     if (label.size() > 52) label = label.substr(0, 49) + "...";
     svg.text(kLabelW, top + 16, label, {"end", 11});
     const double step_ms = t.stats->p50 * 1e3;
-    const double compute_ms = std::clamp(t.compute_s.value_or(0) * 1e3, 0.0, step_ms);
-    const double exposed_ms = std::clamp(t.exposed_comm_s.value_or(0) * 1e3, 0.0, step_ms - compute_ms);
+    const double compute_ms = std::clamp(t.metrics.compute_s.value_or(0) * 1e3, 0.0, step_ms);
+    const double exposed_ms = std::clamp(t.metrics.exposed_comm_s.value_or(0) * 1e3, 0.0, step_ms - compute_ms);
     const std::string tip = fmt::format("trial {}: {}; p50 {:.2f} ms, compute {} ms, exposed comm {} ms, comm {} ms",
-                                        t.record.ordinal, t.config_text, step_ms, format_ms(t.compute_s),
-                                        format_ms(t.exposed_comm_s), format_ms(t.comm_s));
+                                        t.record.ordinal, t.config_text, step_ms, format_ms(t.metrics.compute_s),
+                                        format_ms(t.metrics.exposed_comm_s), format_ms(t.metrics.comm_s));
     svg.rect(x(0), top + 4, x(compute_ms) - x(0), 16, kComputeColour, tip);
     svg.rect(x(compute_ms), top + 4, x(compute_ms + exposed_ms) - x(compute_ms), 16, kExposedColour, tip);
     svg.rect(x(compute_ms + exposed_ms), top + 4, x(step_ms) - x(compute_ms + exposed_ms), 16, kRestColour, tip);
@@ -267,7 +267,7 @@ std::string trials_table(const Report& r) {
         chosen ? " class=\"chosen\"" : "", t.record.ordinal, e(t.record.role), e(t.config_text),
         t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
         format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
-        format_ms(t.compute_s), format_ms(t.comm_s), format_ms(t.exposed_comm_s),
+        format_ms(t.metrics.compute_s), format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s),
         format_loss(t), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
     if (!t.record.error.empty()) {
       out += fmt::format("<tr><td></td><td colspan=\"13\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));

@@ -70,10 +70,10 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"samples_per_s", optional_object(t.samples_per_s)},
           {"samples_per_s_per_device", optional_object(per_device(t.samples_per_s, world_size))},
           {"speedup_vs_baseline", optional_object(t.speedup_vs_baseline)},
-          {"compute_s", optional_object(t.compute_s)},
-          {"comm_s", optional_object(t.comm_s)},
-          {"exposed_comm_s", optional_object(t.exposed_comm_s)},
-          {"loss", optional_object(t.loss)},
+          {"compute_s", optional_object(t.metrics.compute_s)},
+          {"comm_s", optional_object(t.metrics.comm_s)},
+          {"exposed_comm_s", optional_object(t.metrics.exposed_comm_s)},
+          {"loss", optional_object(t.metrics.loss)},
           {"metrics", column(r.metrics_json)}};
 }
 

@@ -76,8 +76,8 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                          t.record.ordinal, md(t.record.role), md(t.config_text), t.record.step_times_s.size(),
                          format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)), format_ms(p(&StepStats::p95)),
-                         format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline), format_ms(t.compute_s),
-                         format_ms(t.comm_s), format_ms(t.exposed_comm_s),
+                         format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline), format_ms(t.metrics.compute_s),
+                         format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s),
                          format_loss(t), md(t.record.status),
                          t.record.error.empty() ? "-" : md(t.record.error));
     }

@@ -53,8 +53,8 @@ std::string format_ratio(std::optional<double> ratio) {
 }
 
 std::string format_loss(const TrialSummary& trial) {
-  if (trial.finite == false) return "NaN/Inf";
-  return trial.loss ? fmt::format("{:.4g}", *trial.loss) : "-";
+  if (trial.metrics.finite == false) return "NaN/Inf";
+  return trial.metrics.loss ? fmt::format("{:.4g}", *trial.metrics.loss) : "-";
 }
 
 std::vector<std::string> decision_facts(const Report& r) {

@@ -164,7 +164,7 @@ TEST(Report, ComputesBaselineSpeedupsPairsAndTheWinnerFromRawStepTimes) {
     EXPECT_DOUBLE_EQ(t.stats->p50, tuner::percentile(t.record.step_times_s, 50));
     EXPECT_DOUBLE_EQ(*t.samples_per_s, 32.0 * 2.0 / t.stats->p50);
     EXPECT_DOUBLE_EQ(*t.speedup_vs_baseline, r.baseline->stats.p50 / t.stats->p50);
-    ASSERT_TRUE(t.exposed_comm_s);
+    ASSERT_TRUE(t.metrics.exposed_comm_s);
   }
 
   ASSERT_TRUE(r.decision);

@@ -18,6 +18,7 @@
 
 #include "acspeed/config.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::report {
 
@@ -46,11 +47,10 @@ struct TrialSummary {
   std::optional<StepStats> stats;    // from record.step_times_s; nullopt when there are none
   std::optional<double> samples_per_s;        // whole job: batch per device x world size / p50
   std::optional<double> speedup_vs_baseline;  // baseline p50 / this trial's p50
-  // From metrics_json (trial_metrics.h; per-step seconds), when the trial worker recorded them.
-  std::optional<double> compute_s, comm_s, exposed_comm_s, loss;
-  std::string probe;   // which probe measured the breakdown; empty = none
-  std::optional<bool> finite;  // false when a loss of the trial was NaN/Inf; nullopt: not recorded
-  std::optional<int> pair;  // decision phase: index of its (candidate, baseline) pair
+  // From metrics_json (acspeed/tuner/trial_metrics.h; per-step seconds): the probe breakdown, the
+  // loss and whether it stayed finite, the decision pair; defaults where the trial has none (or
+  // metrics that do not read as that schema: the report then rests on the raw step times).
+  tuner::TrialMetrics metrics;
 };
 
 // A set of step times pooled from several trials (the baseline, or the best configuration).
