@@ -7,6 +7,7 @@
 #include "acspeed/decision_io.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/node_count.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
 
@@ -23,6 +24,9 @@ bool known(const std::string& version) { return !version.empty() && version != "
 
 // A version mismatch that makes a decision stale, or "" when it applies.
 std::string version_mismatch(const Decision& d, const ResolveRequest& r) {
+  if (!known(d.torch_version) && known(r.torch_version)) {
+    return fmt::format("no recorded torch version (this job runs torch {})", r.torch_version);
+  }
   if (known(d.torch_version) && known(r.torch_version) &&
       major_minor(d.torch_version) != major_minor(r.torch_version)) {
     return fmt::format("torch {} (this job runs torch {})", d.torch_version, r.torch_version);
@@ -114,6 +118,14 @@ Resolution from_store(const ResolveRequest& request) {
     }
     return r;
   }
+  if (!found->config_error.empty()) {
+    r.source = ResolveSource::kError;
+    r.decision = found;
+    r.message = fmt::format("decision #{} in store {} holds an invalid config ({}): not applied, DDP defaults; "
+                            "delete it (`acspeed-tune configs delete {}`) or re-tune",
+                            found->id, store->path(), found->config_error, found->id);
+    return r;
+  }
   if (auto stale = version_mismatch(*found, request); !stale.empty()) {
     r.source = ResolveSource::kVersionMismatch;
     r.decision = found;
@@ -149,14 +161,16 @@ std::string_view to_string(ResolveSource source) {
   return "error";
 }
 
-Resolution resolve_config(const ResolveRequest& request) {
+Resolution resolve_config(const ResolveRequest& given) {
   Resolution r;
+  ResolveRequest request = given;
   try {
     if (setting_bool("ACSPEED_DISABLE")) {
       r.source = ResolveSource::kDisabled;
       r.message = "acspeed is disabled (ACSPEED_DISABLE=1): DDP runs untouched";
       return r;
     }
+    if (request.key.nnodes == 0) request.key.nnodes = node_count(request.key.world_size);
     if (auto file = setting_string("ACSPEED_CONFIG")) {
       r = from_file(*file, request);
     } else {
@@ -167,10 +181,11 @@ Resolution resolve_config(const ResolveRequest& request) {
       r.applied = true;
       r.message += fmt::format("; pinned by environment: {} -> {}", join(r.pinned), r.config.describe());
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // Error, and anything else: the promise is never to throw
     Resolution failed;
     failed.source = ResolveSource::kError;
-    failed.message = fmt::format("{}; using DDP defaults", e.what());
+    failed.message = fmt::format("{}{}; using DDP defaults", dynamic_cast<const Error*>(&e) ? "" : "internal error: ",
+                                 e.what());
     return failed;
   }
   return r;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/json_io.h"
 #include "acspeed/log.h"
 #include "acspeed/settings.h"
 #include "schema.h"
@@ -84,8 +85,12 @@ void check_sqlite_header(const std::string& path) {
 }
 
 std::string json_times(const std::vector<double>& times) { return nlohmann::json(times).dump(); }
-std::vector<double> parse_times(const std::string& text) {
-  return nlohmann::json::parse(text).get<std::vector<double>>();
+std::vector<double> parse_times(const std::string& text, int64_t trial_id, const std::string& path) {
+  try {
+    return json_io::as<std::vector<double>>(json_io::parse(text, "step times"), "step_times_json");
+  } catch (const InvalidArgument& e) {
+    ACS_THROW(StoreError, "trial {} in store {} holds unreadable step times: {}", trial_id, path, e.what());
+  }
 }
 
 }  // namespace
@@ -176,7 +181,7 @@ Decision Store::Impl::read_decision(const sqlite::Statement& s) const {
   try {
     d.config = config_from_json(s.text(7));
   } catch (const InvalidArgument& e) {
-    ACS_THROW(StoreError, "decision {} in store {} holds an invalid config: {}", d.id, path, e.what());
+    d.config_error = e.what();
   }
   d.active = s.int64(8) != 0;
   if (!s.is_null(9)) d.session_id = s.int64(9);
@@ -404,7 +409,7 @@ std::vector<TrialRecord> Store::trials(int64_t session_id) const {
     t.config_json = stmt.text(4);
     t.status = stmt.text(5);
     t.error = stmt.text(6);
-    t.step_times_s = parse_times(stmt.text(7));
+    t.step_times_s = parse_times(stmt.text(7), t.id, impl_->path);
     t.metrics_json = stmt.text(8);
     t.started_at = stmt.text(9);
     t.finished_at = stmt.text(10);

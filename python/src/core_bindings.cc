@@ -9,6 +9,8 @@
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/model_signature.h"
+#include "acspeed/node_count.h"
+#include "acspeed/precision.h"
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
 #include "acspeed/store.h"
@@ -24,11 +26,18 @@ std::tuple<std::string, std::vector<std::string>> parse_config(const std::string
   return {config_to_json(config), warnings};
 }
 
+std::tuple<CommConfig, std::vector<std::string>> typed_config(const std::string& text) {
+  std::vector<std::string> warnings;
+  auto config = config_from_json(text, &warnings);
+  return {std::move(config), std::move(warnings)};
+}
+
+// nnodes None: counted from this job's environment by the rule the tuner keys with (node_count.h).
 py::dict resolve(const std::string& instance_type, const std::string& signature, const std::string& precision,
-                 int64_t world_size, int64_t nnodes, const std::string& torch_version,
+                 int64_t world_size, std::optional<int64_t> nnodes, const std::string& torch_version,
                  const std::string& nccl_version) {
   ResolveRequest request;
-  request.key = {instance_type, signature, precision, world_size, nnodes};
+  request.key = {instance_type, signature, precision, world_size, nnodes.value_or(0)};
   request.torch_version = torch_version;
   request.nccl_version = nccl_version;
   Resolution r;
@@ -39,6 +48,7 @@ py::dict resolve(const std::string& instance_type, const std::string& signature,
   py::dict out;
   out["source"] = std::string(to_string(r.source));
   out["config"] = config_to_json(r.config);
+  out["comm_config"] = r.config;
   out["applied"] = r.applied;
   out["message"] = r.message;
   out["decision_id"] = r.decision ? py::object(py::int_(r.decision->id)) : py::object(py::none());
@@ -74,6 +84,47 @@ PYBIND11_MODULE(_core, m) {
   });
   m.attr("__version__") = ACSPEED_VERSION;
   m.attr("CONFIG_SCHEMA_VERSION") = kConfigSchemaVersion;
+  py::class_<NcclRule>(m, "NcclRule", "One NCCL tuning rule of a CommConfig (read-only).")
+      .def_readonly("collective", &NcclRule::collective)
+      .def_readonly("min_bytes", &NcclRule::min_bytes)
+      .def_readonly("max_bytes", &NcclRule::max_bytes)
+      .def_readonly("algorithm", &NcclRule::algorithm)
+      .def_readonly("protocol", &NcclRule::protocol)
+      .def_readonly("channels", &NcclRule::channels);
+  py::class_<CommConfig>(m, "CommConfig",
+                         "The C++ communication config (runtime/include/acspeed/config.h), validated; read-only. "
+                         "CommConfig() is DDP's defaults; CommConfig.from_json(text) -> (config, warnings).")
+      .def(py::init<>())
+      .def_static("from_json", &typed_config, py::arg("text"),
+                  "Parses and validates schema-v1 JSON; returns (config, warnings). ValueError names a bad value.")
+      .def("to_json", [](const CommConfig& c, int indent) { return config_to_json(c, indent); },
+           py::arg("indent") = -1)
+      .def_property_readonly("bucket_cap_mb", [](const CommConfig& c) { return c.bucket_cap_mb; })
+      .def_property_readonly("first_bucket_mb", [](const CommConfig& c) { return c.first_bucket_mb; })
+      .def_property_readonly("gradient_as_bucket_view", [](const CommConfig& c) { return c.gradient_as_bucket_view; })
+      .def_property_readonly("algorithm", [](const CommConfig& c) { return std::string(to_string(c.algorithm)); })
+      .def_readonly("streams", &CommConfig::streams)
+      .def_property_readonly("compression", [](const CommConfig& c) { return std::string(to_string(c.compression)); })
+      .def_readonly("nccl_rules", &CommConfig::nccl_rules)
+      .def("describe", &CommConfig::describe)
+      .def("needs_comm_hook", &CommConfig::needs_comm_hook)
+      .def("is_default", &CommConfig::is_default)
+      .def("with_env_pins",
+           [](const CommConfig& c) {
+             CommConfig pinned = c;
+             auto fields = apply_env_pins(pinned);
+             return std::make_tuple(pinned, fields);
+           },
+           "This config with the ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION pins applied; returns "
+           "(config, pinned field names).")
+      .def("__eq__", [](const CommConfig& a, const CommConfig& b) { return a == b; })
+      .def("__repr__", [](const CommConfig& c) { return "CommConfig(" + c.describe() + ")"; })
+      .def(py::pickle([](const CommConfig& c) { return config_to_json(c); },
+                      [](const std::string& text) { return config_from_json(text); }));
+  m.attr("PRECISIONS") = py::tuple(py::cast(precision_names()));
+  m.def("node_count", &node_count, py::arg("world_size"),
+        "Machines in the job: NNODES, else GROUP_WORLD_SIZE, else world size / LOCAL_WORLD_SIZE, else 1; "
+        "ValueError names a variable that is set but not a count of 1 to the world size.");
   m.def("config_from_json", &parse_config, py::arg("text"),
         "Validates a config JSON; returns (canonical_json, warnings). ValueError names a bad value.");
   m.def("config_describe", [](const std::string& text) { return config_from_json(text).describe(); });
@@ -98,5 +149,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("setting_string", [](const std::string& name) { return setting_string(name); });
   m.def("default_store_path", &default_store_path);
   m.def("resolve", &resolve, py::arg("instance_type"), py::arg("model_signature"), py::arg("precision"),
-        py::arg("world_size"), py::arg("nnodes"), py::arg("torch_version") = "", py::arg("nccl_version") = "");
+        py::arg("world_size"), py::arg("nnodes") = py::none(), py::arg("torch_version") = "",
+        py::arg("nccl_version") = "");
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/json_io.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
 
@@ -26,30 +27,6 @@ void check_choice(std::string_view field, const std::string& value,
 }
 
 std::string format_mb(double mb) { return fmt::format("{:g}", mb); }
-
-// Typed field readers that name the field on a type error.
-double get_number(const json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_number()) ACS_THROW(InvalidArgument, "config field '{}' must be a number, got {}", key, v.dump());
-  return v.get<double>();
-}
-int64_t get_integer(const json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_number_integer()) {
-    ACS_THROW(InvalidArgument, "config field '{}' must be an integer, got {}", key, v.dump());
-  }
-  return v.get<int64_t>();
-}
-std::string get_text(const json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_string()) ACS_THROW(InvalidArgument, "config field '{}' must be a string, got {}", key, v.dump());
-  return v.get<std::string>();
-}
-bool get_flag(const json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_boolean()) ACS_THROW(InvalidArgument, "config field '{}' must be true or false, got {}", key, v.dump());
-  return v.get<bool>();
-}
 
 void warn_unknown(const json& object, const std::vector<std::string>& known, const std::string& where,
                   std::vector<std::string>* warnings) {
@@ -171,40 +148,33 @@ bool CommConfig::operator==(const CommConfig& o) const {
          streams == o.streams && compression == o.compression && nccl_rules == o.nccl_rules;
 }
 
-std::string config_to_json(const CommConfig& config, int indent) {
-  json j;
-  j["version"] = kConfigSchemaVersion;
-  j["bucket_cap_mb"] = config.bucket_cap_mb ? json(*config.bucket_cap_mb) : json(nullptr);
-  j["first_bucket_mb"] = config.first_bucket_mb ? json(*config.first_bucket_mb) : json(nullptr);
-  j["gradient_as_bucket_view"] =
-      config.gradient_as_bucket_view ? json(*config.gradient_as_bucket_view) : json(nullptr);
-  j["algorithm"] = std::string(to_string(config.algorithm));
-  j["streams"] = config.streams;
-  j["compression"] = std::string(to_string(config.compression));
-  j["nccl_rules"] = json::array();
-  for (const auto& rule : config.nccl_rules) {
-    j["nccl_rules"].push_back({{"collective", rule.collective},
-                               {"min_bytes", rule.min_bytes},
-                               {"max_bytes", rule.max_bytes},
-                               {"algorithm", rule.algorithm},
-                               {"protocol", rule.protocol},
-                               {"channels", rule.channels}});
-  }
-  return j.dump(indent);
+void to_json(json& j, const NcclRule& rule) {
+  j = {{"collective", rule.collective}, {"min_bytes", rule.min_bytes}, {"max_bytes", rule.max_bytes},
+       {"algorithm", rule.algorithm},   {"protocol", rule.protocol},   {"channels", rule.channels}};
 }
 
-CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    ACS_THROW(InvalidArgument, "config is not valid JSON: {}", e.what());
-  }
+void to_json(json& j, const CommConfig& config) {
+  j = {{"version", kConfigSchemaVersion},
+       {"bucket_cap_mb", config.bucket_cap_mb ? json(*config.bucket_cap_mb) : json(nullptr)},
+       {"first_bucket_mb", config.first_bucket_mb ? json(*config.first_bucket_mb) : json(nullptr)},
+       {"gradient_as_bucket_view",
+        config.gradient_as_bucket_view ? json(*config.gradient_as_bucket_view) : json(nullptr)},
+       {"algorithm", to_string(config.algorithm)},
+       {"streams", config.streams},
+       {"compression", to_string(config.compression)},
+       {"nccl_rules", config.nccl_rules}};
+}
+
+namespace {
+
+// Reads and validates a config object; unknown keys go to `warnings` when given.
+CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
+  using json_io::optional;
   if (!j.is_object()) ACS_THROW(InvalidArgument, "config must be a JSON object, got {}", j.type_name());
   if (!j.contains("version")) {
     ACS_THROW(InvalidArgument, "config has no 'version' field (accepted: {})", kConfigSchemaVersion);
   }
-  const int64_t version = get_integer(j, "version");
+  const auto version = json_io::required<int64_t>(j, "version");
   if (version != kConfigSchemaVersion) {
     ACS_THROW(InvalidArgument, "config version {} is not supported by this build (accepted: {})",
               version, kConfigSchemaVersion);
@@ -214,48 +184,55 @@ CommConfig config_from_json(std::string_view text, std::vector<std::string>* war
                 "streams", "compression", "nccl_rules"},
                "", warnings);
   CommConfig config;
-  auto present = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
-  if (present("bucket_cap_mb")) config.bucket_cap_mb = get_number(j, "bucket_cap_mb");
-  if (present("first_bucket_mb")) config.first_bucket_mb = get_number(j, "first_bucket_mb");
-  if (present("gradient_as_bucket_view")) {
-    config.gradient_as_bucket_view = get_flag(j, "gradient_as_bucket_view");
-  }
-  if (present("algorithm")) config.algorithm = parse_algorithm(get_text(j, "algorithm"));
-  if (present("streams")) {
-    const int64_t streams = get_integer(j, "streams");
-    if (streams < 1 || streams > 64) {
-      ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", streams);
+  config.bucket_cap_mb = optional<double>(j, "bucket_cap_mb");
+  config.first_bucket_mb = optional<double>(j, "first_bucket_mb");
+  config.gradient_as_bucket_view = optional<bool>(j, "gradient_as_bucket_view");
+  if (auto name = optional<std::string>(j, "algorithm")) config.algorithm = parse_algorithm(*name);
+  if (auto streams = optional<int64_t>(j, "streams")) {
+    if (*streams < 1 || *streams > 64) {
+      ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", *streams);
     }
-    config.streams = static_cast<int>(streams);
+    config.streams = static_cast<int>(*streams);
   }
-  if (present("compression")) config.compression = parse_compression(get_text(j, "compression"));
-  if (present("nccl_rules")) {
+  if (auto name = optional<std::string>(j, "compression")) config.compression = parse_compression(*name);
+  if (j.contains("nccl_rules") && !j.at("nccl_rules").is_null()) {
     const auto& rules = j.at("nccl_rules");
     if (!rules.is_array()) ACS_THROW(InvalidArgument, "config field 'nccl_rules' must be an array");
     for (size_t i = 0; i < rules.size(); ++i) {
       const auto& r = rules[i];
-      if (!r.is_object()) ACS_THROW(InvalidArgument, "nccl_rules[{}] must be an object", i);
-      warn_unknown(r, {"collective", "min_bytes", "max_bytes", "algorithm", "protocol", "channels"},
-                   fmt::format("nccl_rules[{}].", i), warnings);
+      const auto where = fmt::format("nccl_rules[{}]", i);
+      if (!r.is_object()) ACS_THROW(InvalidArgument, "{} must be an object", where);
+      warn_unknown(r, {"collective", "min_bytes", "max_bytes", "algorithm", "protocol", "channels"}, where + ".",
+                   warnings);
       NcclRule rule;
-      if (r.contains("collective")) rule.collective = get_text(r, "collective");
-      if (r.contains("min_bytes")) rule.min_bytes = get_integer(r, "min_bytes");
-      if (r.contains("max_bytes")) rule.max_bytes = get_integer(r, "max_bytes");
-      if (r.contains("algorithm")) rule.algorithm = get_text(r, "algorithm");
-      if (r.contains("protocol")) rule.protocol = get_text(r, "protocol");
-      if (r.contains("channels")) {
-        const int64_t channels = get_integer(r, "channels");
-        if (channels < 0 || channels > 64) {
-          ACS_THROW(InvalidArgument, "nccl_rules[{}].channels {} is out of range (accepted: 0 to 64)", i,
-                    channels);
-        }
-        rule.channels = static_cast<int>(channels);
+      try {
+        json_io::read(r, "collective", rule.collective);
+        json_io::read(r, "min_bytes", rule.min_bytes);
+        json_io::read(r, "max_bytes", rule.max_bytes);
+        json_io::read(r, "algorithm", rule.algorithm);
+        json_io::read(r, "protocol", rule.protocol);
+        json_io::read(r, "channels", rule.channels);
+      } catch (const InvalidArgument& e) {
+        ACS_THROW(InvalidArgument, "{}: {}", where, e.what());
+      }
+      if (rule.channels < 0 || rule.channels > 64) {
+        ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to 64)", where, rule.channels);
       }
       config.nccl_rules.push_back(rule);
     }
   }
   config.validate();
   return config;
+}
+
+}  // namespace
+
+void from_json(const json& j, CommConfig& config) { config = read_config(j, nullptr); }
+
+std::string config_to_json(const CommConfig& config, int indent) { return json(config).dump(indent); }
+
+CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings) {
+  return read_config(json_io::parse(text, "config"), warnings);
 }
 
 std::vector<std::string> apply_env_pins(CommConfig& config) {

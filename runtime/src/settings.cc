@@ -6,8 +6,10 @@
 #include <mutex>
 #include <set>
 
+#include "acspeed/config.h"
 #include "acspeed/error.h"
 #include "acspeed/log.h"
+#include "acspeed/precision.h"
 #include "acspeed/strings.h"
 
 namespace acspeed {
@@ -32,7 +34,7 @@ std::vector<SettingSpec> make_registry() {
        "1 turns acspeed's warnings in a training job (bad config, unreadable store) into errors"},
       {"ACSPEED_PRECISION", T::kChoice, "",
        "Precision of the training job, used in the lookup key (else any precision matches)",
-       {"amp", "fp32", "fp16", "bf16"}},
+       precision_names()},
       {"ACSPEED_NCCL_RULES", T::kPath, "",
        "Config JSON file the NCCL tuner plugin reads its rules from (set by `import acspeed`)"},
       {"ACSPEED_LOG_LEVEL", T::kChoice, "warn", "Log level of acspeed's C++ parts",
@@ -41,14 +43,14 @@ std::vector<SettingSpec> make_registry() {
        "Pins DDP's bucket_cap_mb (MiB): applied over the stored config and not searched by the tuner"},
       {"ACSPEED_ALGORITHM", T::kChoice, "",
        "Pins the gradient communication algorithm: applied over the stored config and not searched",
-       {"allreduce", "reduce_scatter", "hierarchical"}},
+       algorithm_names()},
       {"ACSPEED_STREAMS", T::kInt, "",
        "Pins the number of communication streams (process groups): applied over the stored config "
        "and not searched",
        {}, 1, 64},
       {"ACSPEED_COMPRESSION", T::kChoice, "",
        "Pins gradient compression: applied over the stored config and not searched",
-       {"none", "fp16", "bf16"}},
+       compression_names()},
   };
 }
 

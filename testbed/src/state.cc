@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/json_io.h"
 #include "acspeed/process/supervise.h"
 #include "acspeed/testbed/layout.h"
 
@@ -23,43 +24,43 @@ std::string state_path(const std::string& dir, const std::string& name) {
   return dir + "/" + name + ".json";
 }
 
-std::string to_json(const ClusterState& s) {
-  nlohmann::json j = {{"version", kStateVersion},   {"name", s.name},
-                      {"profile", s.profile},       {"netns", s.netns},
-                      {"master_port", s.master_port}, {"owner_pid", s.owner_pid},
-                      {"owner_start_ticks", s.owner_start_ticks},
-                      {"created_unix", s.created_unix}};
-  return j.dump(2) + "\n";
+void to_json(nlohmann::json& j, const ClusterState& s) {
+  j = {{"version", kStateVersion},     {"name", s.name},
+       {"profile", s.profile},         {"netns", s.netns},
+       {"master_port", s.master_port}, {"owner_pid", s.owner_pid},
+       {"owner_start_ticks", s.owner_start_ticks},
+       {"created_unix", s.created_unix}};
 }
+
+void from_json(const nlohmann::json& j, ClusterState& s) {
+  using json_io::required;
+  json_io::require_object(j, "a state file");
+  const int version = required<int>(j, "version");
+  if (version != kStateVersion) {
+    ACS_THROW(InvalidArgument, "version {} is not the version {} this acspeed-testbed reads", version, kStateVersion);
+  }
+  s.name = required<std::string>(j, "name");
+  validate_cluster_name(s.name);
+  s.profile = required<std::string>(j, "profile");
+  s.netns = required<std::vector<std::string>>(j, "netns");
+  for (const auto& ns : s.netns) {
+    if (cluster_of_netns(ns) != s.name) {
+      ACS_THROW(InvalidArgument, "it lists namespace '{}', which is not one of cluster '{}'", ns, s.name);
+    }
+  }
+  s.master_port = required<int>(j, "master_port");
+  s.owner_pid = required<pid_t>(j, "owner_pid");
+  s.owner_start_ticks = required<uint64_t>(j, "owner_start_ticks");
+  s.created_unix = required<int64_t>(j, "created_unix");
+}
+
+std::string state_text(const ClusterState& state) { return nlohmann::json(state).dump(2) + "\n"; }
 
 ClusterState state_from_json(const std::string& text, const std::string& source) {
   try {
-    const auto j = nlohmann::json::parse(text);
-    const int version = j.at("version").get<int>();
-    if (version != kStateVersion) {
-      ACS_THROW(Error, "state file {} has version {}, this acspeed-testbed reads version {}",
-                source, version, kStateVersion);
-    }
-    ClusterState s;
-    j.at("name").get_to(s.name);
-    validate_cluster_name(s.name);
-    j.at("profile").get_to(s.profile);
-    j.at("netns").get_to(s.netns);
-    for (const auto& ns : s.netns) {
-      if (cluster_of_netns(ns) != s.name) {
-        ACS_THROW(Error, "state file {} lists namespace '{}', which is not one of cluster '{}'",
-                  source, ns, s.name);
-      }
-    }
-    j.at("master_port").get_to(s.master_port);
-    j.at("owner_pid").get_to(s.owner_pid);
-    j.at("owner_start_ticks").get_to(s.owner_start_ticks);
-    j.at("created_unix").get_to(s.created_unix);
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    ACS_THROW(Error, "state file {} is not readable: {}", source, e.what());
+    return json_io::parse(text, "it").get<ClusterState>();
   } catch (const InvalidArgument& e) {
-    ACS_THROW(Error, "state file {}: {}", source, e.what());
+    ACS_THROW(Error, "state file {} is not readable: {}", source, e.what());
   }
 }
 
@@ -73,7 +74,7 @@ bool create_state(const std::string& dir, const ClusterState& state) {
     if (errno == EEXIST) return false;
     ACS_THROW(Error, "cannot create {}: {}", path, std::strerror(errno));
   }
-  const std::string text = to_json(state);
+  const std::string text = state_text(state);
   const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int saved = errno;
   close(fd);

@@ -178,7 +178,9 @@ def test_read_only_store_reads_with_note_and_refuses_writes(tune):
 
 def test_explain_reports_what_import_would_apply(tune, tmp_path):
     doc = tmp_path / "in.json"
-    doc.write_text(json.dumps(decision_doc(instance_type="my-cluster", torch_version="")))
+    # The torch the recorded interpreter runs: the decision passes explain's version check.
+    torch_version = json.loads(tune("fingerprint", "--json").stdout)["details"]["torch"]
+    doc.write_text(json.dumps(decision_doc(instance_type="my-cluster", torch_version=torch_version)))
     assert tune("configs", "import", str(doc)).returncode == 0
     out = tune("explain", "--model", "resnet18", "--world-size", "2", "--precision", "amp",
                ACSPEED_INSTANCE_TYPE="my-cluster")
@@ -189,3 +191,36 @@ def test_explain_reports_what_import_would_apply(tune, tmp_path):
     disabled = tune("explain", "--model", "resnet18", "--world-size", "2", ACSPEED_INSTANCE_TYPE="my-cluster",
                     ACSPEED_DISABLE="1")
     assert "source: disabled" in disabled.stdout
+
+
+def test_import_refuses_a_decision_without_its_torch_version(tune, tmp_path):
+    doc = tmp_path / "in.json"
+    decision = decision_doc()
+    del decision["decisions"][0]["torch_version"]
+    doc.write_text(json.dumps(decision))
+    out = tune("configs", "import", str(doc))
+    assert out.returncode == 2 and "decisions[0]: 'torch_version' is missing" in out.stderr, out.stderr
+    assert not tune.db.exists()
+
+
+@pytest.mark.parametrize("garbage", ["garbage", '{"version":1e400}', '{"version":1,"streams":"two"}'])
+def test_a_garbage_config_row_is_listed_refused_clearly_and_deletable(tune, tmp_path, garbage):
+    """A row another tool wrote: explain says which decision and how to remove it, list and show work,
+    export refuses rather than passing it off as DDP's defaults, delete removes it."""
+    doc = tmp_path / "in.json"
+    doc.write_text(json.dumps(decision_doc(instance_type="box")))
+    assert tune("configs", "import", str(doc)).returncode == 0
+    with sqlite3.connect(tune.db) as db:
+        db.execute("UPDATE decisions SET config_json = ?", (garbage,))
+    out = tune("explain", "--model", "resnet18", "--world-size", "2", ACSPEED_INSTANCE_TYPE="box")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "source: error" in out.stdout and "decision #1" in out.stdout and "configs delete 1" in out.stdout
+    assert "internal error" not in out.stdout + out.stderr
+    listed = tune("configs", "list")
+    assert listed.returncode == 0 and "INVALID" in listed.stdout, listed.stderr
+    shown = tune("configs", "show", "1")
+    assert shown.returncode == 0 and "invalid, never applied" in shown.stdout, shown.stderr
+    exported = tune("configs", "export")
+    assert exported.returncode == 1 and "decision 1 holds an invalid config" in exported.stderr
+    assert tune("configs", "delete", "1").returncode == 0
+    assert "no decisions stored" in tune("configs", "list").stdout

@@ -3,9 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
 #include "acspeed/decision_io.h"
+#include "acspeed/error.h"
 #include "test_util.h"
 
 namespace acspeed {
@@ -16,7 +21,10 @@ using testing::TempDir;
 class Resolve : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_STREAMS", "ACSPEED_DB"}) unsetenv(name);
+    for (const char* name : {"ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_STREAMS", "ACSPEED_DB", "NNODES",
+                             "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
+      unsetenv(name);
+    }
     request.key = sample_decision("amp").key;
     request.torch_version = "2.15.1";
     request.store_path = dir.file("acspeed.db");
@@ -133,6 +141,83 @@ TEST_F(Resolve, CorruptStoreIsAnErrorNotACrash) {
   auto r = resolve_config(request);
   EXPECT_EQ(r.source, ResolveSource::kError);
   EXPECT_NE(r.message.find(request.store_path), std::string::npos);
+}
+
+// The lookup promises never to throw: what nlohmann throws (a number too large for a double is not
+// a parse_error) and a wrong-typed field of a decisions document are errors with DDP defaults too.
+TEST_F(Resolve, NothingEscapesTheLookupNotEvenNlohmannErrors) {
+  setenv("ACSPEED_CONFIG", write("huge.json", R"({"version":1,"bucket_cap_mb":1e999})").c_str(), 1);
+  Resolution r;
+  ASSERT_NO_THROW(r = resolve_config(request));
+  EXPECT_EQ(r.source, ResolveSource::kError);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find("not valid JSON"), std::string::npos) << r.message;
+  auto doc = nlohmann::json::parse(decisions_to_json({sample_decision()}));
+  doc["decisions"][0]["speedup"] = "fast";
+  setenv("ACSPEED_CONFIG", write("typed.json", doc.dump()).c_str(), 1);
+  ASSERT_NO_THROW(r = resolve_config(request));
+  EXPECT_EQ(r.source, ResolveSource::kError);
+  EXPECT_NE(r.message.find("decisions[0]: 'speedup' must be a number, got \"fast\""), std::string::npos) << r.message;
+}
+
+// A row another tool wrote: the decision is not applied, the message names it and how to remove it.
+TEST_F(Resolve, GarbageConfigRowIsAnErrorNamingTheDecision) {
+  store(sample_decision());
+  for (const char* garbage : {"garbage", "[1,2]", R"({"version":1,"streams":"two"})", R"({"version":1e400})"}) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(request.store_path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE decisions SET config_json = ?1", -1, &stmt, nullptr), SQLITE_OK);
+    sqlite3_bind_text(stmt, 1, garbage, -1, SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    Resolution r;
+    ASSERT_NO_THROW(r = resolve_config(request)) << garbage;
+    EXPECT_EQ(r.source, ResolveSource::kError) << garbage;
+    EXPECT_TRUE(r.config.is_default());
+    EXPECT_NE(r.message.find("decision #1"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("configs delete 1"), std::string::npos) << r.message;
+  }
+  // The row can still be listed and removed.
+  auto writable = Store::open({request.store_path, false});
+  const auto listed = writable->decisions();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_FALSE(listed[0].config_error.empty());
+  EXPECT_THROW(decisions_to_json(listed), StoreError);  // never exported as if it were DDP's defaults
+  writable->remove_decision(listed[0].id);
+  EXPECT_TRUE(writable->decisions().empty());
+}
+
+TEST_F(Resolve, DecisionWithoutATorchVersionIsNotApplied) {
+  auto d = sample_decision();
+  d.torch_version = "";
+  store(d);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kVersionMismatch);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find("no recorded torch version"), std::string::npos) << r.message;
+  request.torch_version = "";  // a job that cannot say: nothing to compare
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kStored);
+}
+
+TEST_F(Resolve, NodeCountFromTheEnvironmentAndABadNnodesIsAnError) {
+  auto two_nodes = sample_decision();
+  two_nodes.key.nnodes = 2;
+  store(two_nodes);
+  request.key.nnodes = 0;  // as `import acspeed` asks: count them here
+  setenv("NNODES", "2", 1);
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kStored);
+  unsetenv("NNODES");
+  setenv("GROUP_WORLD_SIZE", "2", 1);
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kStored);
+  unsetenv("GROUP_WORLD_SIZE");
+  setenv("LOCAL_WORLD_SIZE", "2", 1);  // world size 2 on one node
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kNoEntry);
+  setenv("NNODES", "two", 1);
+  const auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kError);
+  EXPECT_NE(r.message.find("NNODES='two'"), std::string::npos) << r.message;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "acspeed/store.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
 #include <cstdlib>
@@ -163,6 +166,28 @@ TEST(ConfigStore, DecisionsDocumentRoundTrips) {
   EXPECT_THROW(decisions_from_json(R"({"format":"acspeed-decisions","version":9,"decisions":[]})"), InvalidArgument);
   EXPECT_THROW(decisions_from_json(R"({"format":"acspeed-decisions","version":1,"decisions":[{"config":{}}]})"),
                InvalidArgument);
+}
+
+TEST(ConfigStore, ImportedDecisionsNeedTheirTorchVersionAndRightTypes) {
+  auto doc = nlohmann::json::parse(decisions_to_json({sample_decision()}));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& change, const std::string& expected) {
+    auto copy = doc;
+    change(copy["decisions"][0]);
+    try {
+      decisions_from_json(copy.dump());
+      ADD_FAILURE() << "accepted: " << copy.dump();
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused([](auto& d) { d.erase("torch_version"); }, "decisions[0]: 'torch_version' is missing");
+  refused([](auto& d) { d["torch_version"] = ""; }, "'torch_version' is empty");
+  refused([](auto& d) { d["model_name"] = 5; }, "'model_name' must be a string, got 5");
+  refused([](auto& d) { d["ci_low"] = "low"; }, "'ci_low' must be a number");
+  refused([](auto& d) { d["precision"] = "fp8"; }, "'precision' 'fp8' is not one of amp, fp32, fp16, bf16");
+  refused([](auto& d) { d["nnodes"] = 3; }, "'nnodes' 3 must be between 1 and the world size 2");
+  refused([](auto& d) { d["config"]["streams"] = 0; }, "config: streams 0 is out of range");
+  EXPECT_EQ(decisions_from_json(doc.dump()).size(), 1u);
 }
 
 TEST(ConfigStore, DefaultPathFollowsAcspeedDbThenXdgThenHome) {

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -384,6 +387,26 @@ TEST(PluginLibrary, ExportsExactlyThePluginSymbolsAndTheSetter) {
   }
   EXPECT_EQ(dlsym(handle, "ncclTunerPlugin_v2"), nullptr) << "v2 is deliberately not exported";
   dlclose(handle);
+}
+
+TEST(PluginLibrary, HeaderListsExactlyTheExportedSymbols) {
+  // The contract in nccl_tuner_plugin.h names what the library exports: it must be what it exports.
+  std::ifstream in(ACSPEED_NCCL_PLUGIN_HEADER);
+  ASSERT_TRUE(in) << ACSPEED_NCCL_PLUGIN_HEADER;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string header = text.str();
+  const size_t from = header.find("Exported symbols");
+  const size_t to = header.find("How the Python side uses it");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  const std::string section = header.substr(from, to - from);
+  std::set<std::string> listed;
+  const std::regex symbol(R"(\b(ncclTunerPlugin_v[0-9]+|acspeed_nccl_tuner_[a-z_]+)\b)");
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), symbol); it != std::sregex_iterator(); ++it) {
+    listed.insert((*it)[1]);
+  }
+  EXPECT_EQ(listed, read_elf_dynamic_info(kPluginPath).exported) << section;
 }
 
 TEST(PluginLibrary, NeedsOnlyGlibcAndLibgccSoACopyRunsOnTheGpuMachine) {

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "statistics.h"
-#include "trial_metrics.h"
+#include "acspeed/tuner/statistics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::testing {
 namespace {
@@ -152,7 +152,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
     d.ci_high = 1.27;
     d.evidence_json = json{{"seed", options.seed},
                            {"method", "Student t 95% interval of the mean log pair speedup"},
-                           {"candidate", json::parse(config_to_json(best))},
+                           {"candidate", best},
                            {"pairs", pairs},
                            {"pair_speedups", speedups},
                            {"loss_tolerance", 0.05}}

@@ -42,7 +42,7 @@ class TestbedState : public ::testing::Test {
 
 TEST_F(TestbedState, RoundTripsThroughJson) {
   const ClusterState s = sample("rt");
-  const ClusterState back = state_from_json(to_json(s), "test");
+  const ClusterState back = state_from_json(state_text(s), "test");
   EXPECT_EQ(back.name, s.name);
   EXPECT_EQ(back.profile, s.profile);
   EXPECT_EQ(back.netns, s.netns);
@@ -53,7 +53,7 @@ TEST_F(TestbedState, RoundTripsThroughJson) {
 }
 
 TEST_F(TestbedState, RejectsOtherVersionsAndForeignNamespaces) {
-  std::string text = to_json(sample("v"));
+  std::string text = state_text(sample("v"));
   const auto at = text.find("\"version\": 1");
   ASSERT_NE(at, std::string::npos) << text;
   std::string v2 = text;
@@ -63,7 +63,7 @@ TEST_F(TestbedState, RejectsOtherVersionsAndForeignNamespaces) {
   ClusterState foreign = sample("v");
   foreign.netns.push_back("cni-1234");
   try {
-    state_from_json(to_json(foreign), "f.json");
+    state_from_json(state_text(foreign), "f.json");
     ADD_FAILURE() << "accepted a foreign namespace";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cni-1234"), std::string::npos) << e.what();

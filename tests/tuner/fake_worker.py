@@ -5,6 +5,7 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   crash:ID       trial ID kills the process (exit 3) after printing the worker's failure line
   hang:ID        trial ID never answers
   fatal_usage    setup fails: the --model names nothing buildable
+  fast_streams   like ok, but a config with more than one stream steps twice as fast
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
 import json
@@ -47,5 +48,8 @@ for line in reader:
         sys.exit(3)
     if mode == f"hang:{request['id']}":
         time.sleep(3600)
-    send({"type": "result", "id": request["id"], "status": "ok", "step_times_s": [0.1, 0.2, 0.3], "loss": 1.5,
+    steps = [0.1, 0.2, 0.3]
+    if mode == "fast_streams" and request["config"].get("streams", 1) > 1:
+        steps = [t / 2 for t in steps]
+    send({"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
           "finite": True})

@@ -66,7 +66,7 @@ TEST(Protocol, WorkerMessagesDecode) {
   EXPECT_TRUE(reply.ok);
   EXPECT_EQ(reply.step_times_s, ok.step_times_s);
   EXPECT_EQ(reply.measured.loss, 1.5);
-  EXPECT_FALSE(reply.measured.finite);
+  EXPECT_EQ(reply.measured.finite, false);
   EXPECT_EQ(reply.measured.exposed_comm_s, 0.05);
   EXPECT_FALSE(reply.measured.compute_s.has_value());
 
@@ -92,6 +92,11 @@ TEST(Protocol, RefusesOtherVersionsAndMalformedMessages) {
   EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"ok"})"), Error);
   EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"ok","step_times_s":"fast"})"), Error);
   EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"maybe"})"), Error);
+  // An ok result must say whether its losses stayed finite: a missing flag is not taken for "finite".
+  EXPECT_THROW(decode_worker_message(R"({"v":1,"type":"result","id":1,"status":"ok","step_times_s":[0.1]})"), Error);
+  EXPECT_THROW(decode_worker_message(
+                   R"({"v":1,"type":"result","id":1,"status":"ok","step_times_s":[0.1],"finite":true,"loss":"low"})"),
+               Error);
   EXPECT_THROW(decode_tuner_message(R"({"v":1,"type":"trial","id":1,"config":{"version":1,"streams":0},"warmup":1,"steps":1})"),
                InvalidArgument);
 }

@@ -1,9 +1,11 @@
-#include "search_space.h"
+#include "acspeed/tuner/search_space.h"
 
 #include <cstdlib>
 #include <set>
 
 #include <gtest/gtest.h>
+
+#include "../support/error_text.h"
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
@@ -21,14 +23,7 @@ class ScopedEnv {
   const char* name_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto error_of = testing::invalid_argument_text;
 
 TEST(SearchSpace, ParsesLists) {
   EXPECT_EQ(parse_bucket_list("--bucket-mb", "1,5,25,100"), (std::vector<double>{1, 5, 25, 100}));
@@ -79,7 +74,7 @@ TEST(SearchSpace, EnumeratesEveryPointOnceAndMapsToConfigs) {
   const Point d = space.default_point();
   EXPECT_TRUE(space.config_at(d).is_default());  // 25 MiB, allreduce, 1 stream = DDP's defaults
   EXPECT_EQ(*space.config_at(space.point_at(0)).bucket_cap_mb, 5.0);
-  const auto j = nlohmann::json::parse(space.to_json());
+  const nlohmann::json j = space;
   EXPECT_EQ(j.at("size"), 12);
   EXPECT_NE(space.describe().find("= 12 configs"), std::string::npos) << space.describe();
 }

@@ -1,4 +1,4 @@
-#include "statistics.h"
+#include "acspeed/tuner/statistics.h"
 
 #include <cmath>
 

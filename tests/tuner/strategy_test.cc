@@ -1,4 +1,4 @@
-#include "strategy.h"
+#include "acspeed/tuner/strategy.h"
 
 #include <cmath>
 #include <map>

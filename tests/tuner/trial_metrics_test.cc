@@ -1,4 +1,4 @@
-#include "trial_metrics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -38,9 +38,26 @@ TEST(TrialMetrics, JsonRoundTripKeepsDocumentedKeys) {
   EXPECT_EQ(back.comm_s, 0.2);
   EXPECT_FALSE(back.compute_s.has_value());
   EXPECT_EQ(back.probe, "cpu-timers");
-  EXPECT_FALSE(back.finite);
+  EXPECT_EQ(back.finite, false);
   EXPECT_EQ(back.pair, 3);
   EXPECT_THROW(metrics_from_json("[1,2]"), InvalidArgument);
+}
+
+TEST(TrialMetrics, WrongTypesAreErrorsNotSilentlyDropped) {
+  try {
+    metrics_from_json(R"({"p50_s": 0.5, "loss": "1.5"})");
+    ADD_FAILURE() << "a string loss was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'loss' must be a number, got \"1.5\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(metrics_from_json(R"({"pair": 1.5})"), InvalidArgument);
+  EXPECT_THROW(metrics_from_json(R"({"finite": "yes"})"), InvalidArgument);
+}
+
+TEST(TrialMetrics, AMissingFiniteIsUnknownNotFinite) {
+  EXPECT_EQ(metrics_from_json(R"({"p50_s": 0.5, "loss": 1.5})").finite, std::nullopt);
+  EXPECT_EQ(metrics_from_json(R"({"finite": true})").finite, true);
+  EXPECT_FALSE(nlohmann::json::parse(metrics_to_json(TrialMetrics{})).contains("finite"));
 }
 
 }  // namespace

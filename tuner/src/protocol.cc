@@ -3,11 +3,17 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/json_io.h"
 
 namespace acspeed::tuner {
 namespace {
 
 using nlohmann::json;
+
+// The metrics a worker measures (the rest come from the step times).
+constexpr const char* kWorkerMeasured[] = {metric::kLossFirst, metric::kLoss,  metric::kFinite,
+                                           metric::kRebuildS,  metric::kComputeS, metric::kCommS,
+                                           metric::kExposedCommS, metric::kProbe};
 
 json parse_message(const std::string& line) {
   const json j = json::parse(line, nullptr, false);
@@ -15,138 +21,145 @@ json parse_message(const std::string& line) {
   if (!j.contains("v") || !j["v"].is_number_integer()) {
     ACS_THROW(Error, "protocol: message without a version: '{}'", line.substr(0, 200));
   }
-  if (j["v"].get<int>() != kProtocolVersion) {
+  if (j["v"] != kProtocolVersion) {
     ACS_THROW(Error, "protocol: message version {} but this tuner speaks version {} (worker and tuner from different "
-              "builds?)", j["v"].get<int>(), kProtocolVersion);
+              "builds?)", j["v"].dump(), kProtocolVersion);
   }
   if (!j.contains("type") || !j["type"].is_string()) ACS_THROW(Error, "protocol: message without a type: '{}'", line);
   return j;
 }
 
-template <typename T>
-T field(const json& j, const char* key) {
-  if (!j.contains(key)) ACS_THROW(Error, "protocol: '{}' message lacks '{}'", j.value("type", ""), key);
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    ACS_THROW(Error, "protocol: '{}' message has a bad '{}': {}", j.value("type", ""), key, j[key].dump());
-  }
+// `body` with the envelope.
+std::string message(const char* type, json body) {
+  body["v"] = kProtocolVersion;
+  body["type"] = type;
+  return body.dump();
 }
 
-template <typename T>
-std::optional<T> optional_field(const json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-  return field<T>(j, key);
+// The body of a message as T; a missing or mistyped field is an Exception naming the message (an
+// Error from the workers; an InvalidArgument in the tuner's requests, which carry the user's config).
+template <typename T, typename Exception = Error>
+T body_of(const json& j) {
+  try {
+    return j.get<T>();
+  } catch (const InvalidArgument& e) {
+    ACS_THROW(Exception, "protocol: '{}' message: {}", j["type"].get<std::string>(), e.what());
+  }
 }
 
 }  // namespace
 
-std::string encode_trial(const TrialRequest& r) {
-  return json{{"v", kProtocolVersion},
-              {"type", "trial"},
-              {"id", r.id},
-              {"config", json::parse(config_to_json(r.config))},
-              {"warmup", r.warmup},
-              {"steps", r.steps}}
-      .dump();
+void to_json(json& j, const WorkerHello& h) {
+  j = {{"world_size", h.world_size},       {"nnodes", h.nnodes},
+       {"local_world_size", h.local_world_size},
+       {"backend", h.backend},             {"device", h.device},
+       {"model", h.model},                 {"model_signature", h.model_signature},
+       {"param_count", h.param_count},     {"param_bytes", h.param_bytes},
+       {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
+       {"cuda_version", h.cuda_version},   {"batch_size", h.batch_size},
+       {"precision", h.precision},         {"probe", h.probe}};
 }
 
-std::string encode_stop() { return json{{"v", kProtocolVersion}, {"type", "stop"}}.dump(); }
+void from_json(const json& j, WorkerHello& h) {
+  using json_io::read;
+  using json_io::required;
+  h.world_size = required<int>(j, "world_size");
+  h.nnodes = required<int>(j, "nnodes");
+  h.local_world_size = required<int>(j, "local_world_size");
+  h.backend = required<std::string>(j, "backend");
+  h.device = required<std::string>(j, "device");
+  h.model = required<std::string>(j, "model");
+  h.model_signature = required<std::string>(j, "model_signature");
+  h.param_count = required<int64_t>(j, "param_count");
+  h.param_bytes = required<int64_t>(j, "param_bytes");
+  h.torch_version = required<std::string>(j, "torch_version");
+  read(j, "nccl_version", h.nccl_version);
+  read(j, "cuda_version", h.cuda_version);
+  h.batch_size = required<int>(j, "batch_size");
+  h.precision = required<std::string>(j, "precision");
+  read(j, "probe", h.probe);
+}
+
+void from_json(const json& j, WorkerFatal& f) {
+  f.error = json_io::required<std::string>(j, "error");
+  json_io::read(j, "usage", f.usage);
+}
+
+void to_json(json& j, const TrialRequest& r) {
+  j = {{"id", r.id}, {"config", r.config}, {"warmup", r.warmup}, {"steps", r.steps}};
+}
+
+void from_json(const json& j, TrialRequest& r) {
+  r.id = json_io::required<int64_t>(j, "id");
+  r.config = json_io::required<CommConfig>(j, "config");
+  r.warmup = json_io::required<int>(j, "warmup");
+  r.steps = json_io::required<int>(j, "steps");
+}
+
+void to_json(json& j, const TrialReply& r) {
+  j = {{"id", r.id}, {"status", r.ok ? "ok" : "failed"}};
+  if (!r.ok) {
+    j["error"] = r.error;
+    return;
+  }
+  j["step_times_s"] = r.step_times_s;
+  const json measured = r.measured;
+  for (const char* key : kWorkerMeasured) {
+    if (measured.contains(key)) j[key] = measured[key];
+  }
+}
+
+void from_json(const json& j, TrialReply& r) {
+  r.id = json_io::required<int64_t>(j, "id");
+  const auto status = json_io::required<std::string>(j, "status");
+  if (status != "ok" && status != "failed") ACS_THROW(InvalidArgument, "status '{}' is not ok or failed", status);
+  r.ok = status == "ok";
+  if (!r.ok) {
+    r.error = json_io::required<std::string>(j, "error");
+    return;
+  }
+  r.step_times_s = json_io::required<std::vector<double>>(j, "step_times_s");
+  if (r.step_times_s.empty()) ACS_THROW(InvalidArgument, "result {} has no step times", r.id);
+  json measured = json::object();
+  for (const char* key : kWorkerMeasured) {
+    if (j.contains(key)) measured[key] = j[key];
+  }
+  r.measured = measured.get<TrialMetrics>();
+  if (!r.measured.finite) ACS_THROW(InvalidArgument, "'{}' is missing", metric::kFinite);
+}
+
+TrialMetrics with_measurements(const TrialMetrics& from_steps, const TrialReply& reply) {
+  json merged = from_steps;
+  const json measured = reply.measured;
+  for (const char* key : kWorkerMeasured) {
+    if (measured.contains(key)) merged[key] = measured[key];
+  }
+  return merged.get<TrialMetrics>();
+}
+
+std::string encode_trial(const TrialRequest& request) { return message("trial", request); }
+
+std::string encode_stop() { return message("stop", json::object()); }
 
 WorkerMessage decode_worker_message(const std::string& line) {
   const json j = parse_message(line);
   const auto type = j["type"].get<std::string>();
-  if (type == "hello") {
-    WorkerHello h;
-    h.world_size = field<int>(j, "world_size");
-    h.nnodes = field<int>(j, "nnodes");
-    h.local_world_size = field<int>(j, "local_world_size");
-    h.backend = field<std::string>(j, "backend");
-    h.device = field<std::string>(j, "device");
-    h.model = field<std::string>(j, "model");
-    h.model_signature = field<std::string>(j, "model_signature");
-    h.param_count = field<int64_t>(j, "param_count");
-    h.param_bytes = field<int64_t>(j, "param_bytes");
-    h.torch_version = field<std::string>(j, "torch_version");
-    h.nccl_version = optional_field<std::string>(j, "nccl_version").value_or("");
-    h.cuda_version = optional_field<std::string>(j, "cuda_version").value_or("");
-    h.batch_size = field<int>(j, "batch_size");
-    h.precision = field<std::string>(j, "precision");
-    h.probe = optional_field<std::string>(j, "probe").value_or("");
-    return h;
-  }
-  if (type == "fatal") return WorkerFatal{field<std::string>(j, "error"), optional_field<bool>(j, "usage").value_or(false)};
-  if (type == "result") {
-    TrialReply r;
-    r.id = field<int64_t>(j, "id");
-    const auto status = field<std::string>(j, "status");
-    if (status != "ok" && status != "failed") ACS_THROW(Error, "protocol: result status '{}' is not ok or failed", status);
-    r.ok = status == "ok";
-    if (!r.ok) {
-      r.error = field<std::string>(j, "error");
-      return r;
-    }
-    r.step_times_s = field<std::vector<double>>(j, "step_times_s");
-    if (r.step_times_s.empty()) ACS_THROW(Error, "protocol: result {} has no step times", r.id);
-    auto& m = r.measured;
-    m.loss_first = optional_field<double>(j, "loss_first");
-    m.loss = optional_field<double>(j, "loss");
-    m.finite = optional_field<bool>(j, "finite").value_or(true);
-    m.rebuild_s = optional_field<double>(j, "rebuild_s");
-    m.compute_s = optional_field<double>(j, "compute_s");
-    m.comm_s = optional_field<double>(j, "comm_s");
-    m.exposed_comm_s = optional_field<double>(j, "exposed_comm_s");
-    m.probe = optional_field<std::string>(j, "probe").value_or("");
-    return r;
-  }
+  if (type == "hello") return body_of<WorkerHello>(j);
+  if (type == "fatal") return body_of<WorkerFatal>(j);
+  if (type == "result") return body_of<TrialReply>(j);
   ACS_THROW(Error, "protocol: unknown message type '{}'", type);
 }
 
-std::string encode_hello(const WorkerHello& h) {
-  return json{{"v", kProtocolVersion},     {"type", "hello"},
-              {"world_size", h.world_size}, {"nnodes", h.nnodes},
-              {"local_world_size", h.local_world_size},
-              {"backend", h.backend},       {"device", h.device},
-              {"model", h.model},           {"model_signature", h.model_signature},
-              {"param_count", h.param_count}, {"param_bytes", h.param_bytes},
-              {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
-              {"cuda_version", h.cuda_version}, {"batch_size", h.batch_size},
-              {"precision", h.precision},   {"probe", h.probe}}
-      .dump();
-}
+std::string encode_hello(const WorkerHello& hello) { return message("hello", hello); }
 
-std::string encode_reply(const TrialReply& r) {
-  json j = {{"v", kProtocolVersion}, {"type", "result"}, {"id", r.id}, {"status", r.ok ? "ok" : "failed"}};
-  if (!r.ok) {
-    j["error"] = r.error;
-    return j.dump();
-  }
-  j["step_times_s"] = r.step_times_s;
-  j["finite"] = r.measured.finite;
-  auto put = [&j](const char* key, const std::optional<double>& v) {
-    if (v) j[key] = *v;
-  };
-  put("loss_first", r.measured.loss_first);
-  put("loss", r.measured.loss);
-  put("rebuild_s", r.measured.rebuild_s);
-  put("compute_s", r.measured.compute_s);
-  put("comm_s", r.measured.comm_s);
-  put("exposed_comm_s", r.measured.exposed_comm_s);
-  if (!r.measured.probe.empty()) j["probe"] = r.measured.probe;
-  return j.dump();
-}
+std::string encode_reply(const TrialReply& reply) { return message("result", reply); }
 
 std::variant<TrialRequest, std::monostate> decode_tuner_message(const std::string& line) {
   const json j = parse_message(line);
   const auto type = j["type"].get<std::string>();
   if (type == "stop") return std::monostate{};
   if (type != "trial") ACS_THROW(Error, "protocol: unknown message type '{}'", type);
-  TrialRequest r;
-  r.id = field<int64_t>(j, "id");
-  r.config = config_from_json(field<json>(j, "config").dump());
-  r.warmup = field<int>(j, "warmup");
-  r.steps = field<int>(j, "steps");
-  return r;
+  return body_of<TrialRequest, InvalidArgument>(j);
 }
 
 }  // namespace acspeed::tuner

@@ -25,8 +25,10 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "acspeed/config.h"
-#include "trial_metrics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
 
@@ -69,9 +71,23 @@ struct TrialReply {
   bool ok = false;
   std::string error;                 // when !ok
   std::vector<double> step_times_s;  // max over ranks per step
-  // Worker-side measurements: loss_first, loss, finite, rebuild_s and the probe breakdown.
+  // What the workers measure besides the step times, under the metric names of trial_metrics.h:
+  // loss_first, loss, finite (required), rebuild_s, compute_s, comm_s, exposed_comm_s, probe.
   TrialMetrics measured;
 };
+
+// The session's metrics of an ok trial: `from_steps` (metrics_from_steps) with the workers'
+// measurements of the reply.
+TrialMetrics with_measurements(const TrialMetrics& from_steps, const TrialReply& reply);
+
+// The messages' bodies for nlohmann::json (ADL); encode/decode add and check "v" and "type".
+void to_json(nlohmann::json& j, const WorkerHello& hello);
+void from_json(const nlohmann::json& j, WorkerHello& hello);
+void from_json(const nlohmann::json& j, WorkerFatal& fatal);
+void to_json(nlohmann::json& j, const TrialRequest& request);
+void from_json(const nlohmann::json& j, TrialRequest& request);
+void to_json(nlohmann::json& j, const TrialReply& reply);
+void from_json(const nlohmann::json& j, TrialReply& reply);
 
 using WorkerMessage = std::variant<WorkerHello, WorkerFatal, TrialReply>;
 

@@ -1,4 +1,4 @@
-#include "search_space.h"
+#include "acspeed/tuner/search_space.h"
 
 #include <algorithm>
 #include <cmath>
@@ -125,20 +125,18 @@ size_t SearchSpace::ordinal_of(const Point& p) const {
   return ordinal;
 }
 
-std::string SearchSpace::to_json() const {
-  nlohmann::json j;
-  j["bucket_mb"] = bucket_mb;
-  j["algorithm"] = nlohmann::json::array();
-  for (auto a : algorithms) j["algorithm"].push_back(std::string(to_string(a)));
-  j["streams"] = streams;
-  j["compression"] = nlohmann::json::array();
-  for (auto c : compression) j["compression"].push_back(std::string(to_string(c)));
-  j["nccl_algorithm"] = nccl_algorithms;
-  j["nccl_protocol"] = nccl_protocols;
-  j["nccl_channels"] = nccl_channels;
-  j["pinned"] = pinned;
-  j["size"] = size();
-  return j.dump();
+void to_json(nlohmann::json& j, const SearchSpace& s) {
+  j = {{"bucket_mb", s.bucket_mb},
+       {"algorithm", nlohmann::json::array()},
+       {"streams", s.streams},
+       {"compression", nlohmann::json::array()},
+       {"nccl_algorithm", s.nccl_algorithms},
+       {"nccl_protocol", s.nccl_protocols},
+       {"nccl_channels", s.nccl_channels},
+       {"pinned", s.pinned},
+       {"size", s.size()}};
+  for (auto a : s.algorithms) j["algorithm"].push_back(to_string(a));
+  for (auto c : s.compression) j["compression"].push_back(to_string(c));
 }
 
 std::string SearchSpace::describe() const {

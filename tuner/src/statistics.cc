@@ -1,4 +1,4 @@
-#include "statistics.h"
+#include "acspeed/tuner/statistics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -73,6 +73,10 @@ Interval bootstrap_interval_95(const std::vector<double>& values, uint64_t seed,
   return {mean(values), percentile(means, 2.5), percentile(means, 97.5)};
 }
 
+double pair_speedup(const std::vector<double>& candidate_steps_s, const std::vector<double>& baseline_steps_s) {
+  return median(baseline_steps_s) / median(candidate_steps_s);
+}
+
 PairedSpeedup paired_speedup(const std::vector<std::vector<double>>& candidate_steps,
                              const std::vector<std::vector<double>>& baseline_steps, IntervalMethod method,
                              uint64_t seed) {
@@ -83,7 +87,7 @@ PairedSpeedup paired_speedup(const std::vector<std::vector<double>>& candidate_s
   PairedSpeedup result;
   std::vector<double> logs;
   for (size_t i = 0; i < candidate_steps.size(); ++i) {
-    const double ratio = median(baseline_steps[i]) / median(candidate_steps[i]);
+    const double ratio = pair_speedup(candidate_steps[i], baseline_steps[i]);
     if (!(ratio > 0 && std::isfinite(ratio))) {
       ACS_THROW(InvalidArgument, "pair {} has a non-positive or non-finite speedup {}", i, ratio);
     }

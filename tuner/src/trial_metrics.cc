@@ -1,13 +1,19 @@
-#include "trial_metrics.h"
+#include "acspeed/tuner/trial_metrics.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
-#include "statistics.h"
+#include "acspeed/json_io.h"
+#include "acspeed/tuner/statistics.h"
 
 namespace acspeed::tuner {
 
 using nlohmann::json;
+
+std::string format_seconds(double s) {
+  return s < 1 ? fmt::format("{:.1f} ms", s * 1e3) : fmt::format("{:.3f} s", s);
+}
 
 TrialMetrics metrics_from_steps(const std::vector<double>& step_times_s, int batch_size, int warmup_steps) {
   TrialMetrics m;
@@ -26,20 +32,19 @@ TrialMetrics metrics_from_steps(const std::vector<double>& step_times_s, int bat
   return m;
 }
 
-std::string metrics_to_json(const TrialMetrics& m) {
-  json j = {{metric::kVersion, kTrialMetricsVersion},
-            {metric::kP50, m.p50_s},
-            {metric::kP75, m.p75_s},
-            {metric::kP90, m.p90_s},
-            {metric::kP95, m.p95_s},
-            {metric::kMean, m.mean_s},
-            {metric::kMin, m.min_s},
-            {metric::kMax, m.max_s},
-            {metric::kSamplesPerS, m.samples_per_s},
-            {metric::kBatchSize, m.batch_size},
-            {metric::kWarmupSteps, m.warmup_steps},
-            {metric::kSteps, m.steps},
-            {metric::kFinite, m.finite}};
+void to_json(json& j, const TrialMetrics& m) {
+  j = {{metric::kVersion, kTrialMetricsVersion},
+       {metric::kP50, m.p50_s},
+       {metric::kP75, m.p75_s},
+       {metric::kP90, m.p90_s},
+       {metric::kP95, m.p95_s},
+       {metric::kMean, m.mean_s},
+       {metric::kMin, m.min_s},
+       {metric::kMax, m.max_s},
+       {metric::kSamplesPerS, m.samples_per_s},
+       {metric::kBatchSize, m.batch_size},
+       {metric::kWarmupSteps, m.warmup_steps},
+       {metric::kSteps, m.steps}};
   auto put = [&j](const char* key, const auto& value) {
     if (value) j[key] = *value;
   };
@@ -49,50 +54,43 @@ std::string metrics_to_json(const TrialMetrics& m) {
   if (!m.probe.empty()) j[metric::kProbe] = m.probe;
   put(metric::kLossFirst, m.loss_first);
   put(metric::kLoss, m.loss);
+  put(metric::kFinite, m.finite);
   put(metric::kRebuildS, m.rebuild_s);
   put(metric::kPair, m.pair);
   put(metric::kCandidateIndex, m.candidate_index);
-  return j.dump();
 }
 
+void from_json(const json& j, TrialMetrics& m) {
+  using json_io::read;
+  json_io::require_object(j, "trial metrics");
+  m = TrialMetrics{};
+  read(j, metric::kP50, m.p50_s);
+  read(j, metric::kP75, m.p75_s);
+  read(j, metric::kP90, m.p90_s);
+  read(j, metric::kP95, m.p95_s);
+  read(j, metric::kMean, m.mean_s);
+  read(j, metric::kMin, m.min_s);
+  read(j, metric::kMax, m.max_s);
+  read(j, metric::kSamplesPerS, m.samples_per_s);
+  read(j, metric::kBatchSize, m.batch_size);
+  read(j, metric::kWarmupSteps, m.warmup_steps);
+  read(j, metric::kSteps, m.steps);
+  read(j, metric::kComputeS, m.compute_s);
+  read(j, metric::kCommS, m.comm_s);
+  read(j, metric::kExposedCommS, m.exposed_comm_s);
+  read(j, metric::kProbe, m.probe);
+  read(j, metric::kLossFirst, m.loss_first);
+  read(j, metric::kLoss, m.loss);
+  read(j, metric::kFinite, m.finite);
+  read(j, metric::kRebuildS, m.rebuild_s);
+  read(j, metric::kPair, m.pair);
+  read(j, metric::kCandidateIndex, m.candidate_index);
+}
+
+std::string metrics_to_json(const TrialMetrics& metrics) { return json(metrics).dump(); }
+
 TrialMetrics metrics_from_json(const std::string& text) {
-  const json j = json::parse(text, nullptr, false);
-  if (!j.is_object()) ACS_THROW(InvalidArgument, "trial metrics are not a JSON object: {}", text);
-  TrialMetrics m;
-  auto number = [&j](const char* key, double& out) {
-    if (j.contains(key) && j[key].is_number()) out = j[key].get<double>();
-  };
-  auto integer = [&j](const char* key, int& out) {
-    if (j.contains(key) && j[key].is_number_integer()) out = j[key].get<int>();
-  };
-  auto optional_number = [&j](const char* key, std::optional<double>& out) {
-    if (j.contains(key) && j[key].is_number()) out = j[key].get<double>();
-  };
-  auto optional_integer = [&j](const char* key, std::optional<int>& out) {
-    if (j.contains(key) && j[key].is_number_integer()) out = j[key].get<int>();
-  };
-  number(metric::kP50, m.p50_s);
-  number(metric::kP75, m.p75_s);
-  number(metric::kP90, m.p90_s);
-  number(metric::kP95, m.p95_s);
-  number(metric::kMean, m.mean_s);
-  number(metric::kMin, m.min_s);
-  number(metric::kMax, m.max_s);
-  number(metric::kSamplesPerS, m.samples_per_s);
-  integer(metric::kBatchSize, m.batch_size);
-  integer(metric::kWarmupSteps, m.warmup_steps);
-  integer(metric::kSteps, m.steps);
-  optional_number(metric::kComputeS, m.compute_s);
-  optional_number(metric::kCommS, m.comm_s);
-  optional_number(metric::kExposedCommS, m.exposed_comm_s);
-  if (j.contains(metric::kProbe) && j[metric::kProbe].is_string()) m.probe = j[metric::kProbe].get<std::string>();
-  optional_number(metric::kLossFirst, m.loss_first);
-  optional_number(metric::kLoss, m.loss);
-  if (j.contains(metric::kFinite) && j[metric::kFinite].is_boolean()) m.finite = j[metric::kFinite].get<bool>();
-  optional_number(metric::kRebuildS, m.rebuild_s);
-  optional_integer(metric::kPair, m.pair);
-  optional_integer(metric::kCandidateIndex, m.candidate_index);
-  return m;
+  return json_io::parse(text, "trial metrics").get<TrialMetrics>();
 }
 
 }  // namespace acspeed::tuner

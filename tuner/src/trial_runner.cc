@@ -247,8 +247,10 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   if (send(conn_fd_, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
     return finish(TrialStatus::kFailed, "lost the connection to rank 0: " + failure_text());
   }
+  in_trial_ = true;
   bool eof = false;
   const auto reply_line = read_line(Clock::now() + timeout, &eof);
+  in_trial_ = false;
   if (!reply_line) {
     if (eof) {
       // Give the launcher a moment to collect the ranks' exit codes into the log.
@@ -274,6 +276,7 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
 }
 
 void WorkerGroup::kill_workers() {
+  in_trial_ = false;
   if (conn_fd_ >= 0) {
     close(conn_fd_);
     conn_fd_ = -1;
@@ -289,7 +292,7 @@ void WorkerGroup::kill_workers() {
 }
 
 void WorkerGroup::stop() {
-  if (conn_fd_ >= 0 && child_alive()) {
+  if (conn_fd_ >= 0 && !in_trial_ && child_alive()) {
     const std::string line = encode_stop() + "\n";
     send(conn_fd_, line.data(), line.size(), MSG_NOSIGNAL);
     for (int i = 0; i < 300 && child_alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -315,7 +318,8 @@ std::string WorkerGroup::failure_text() const {
   return fmt::format("{} (log: {})", text, log_path_);
 }
 
-int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up) {
+void supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
+                       const std::function<void(const std::string&)>& note) {
   if (launch.master_port == 0) ACS_THROW(InvalidArgument, "nodes other than 0 need --master-port");
   auto last_success = Clock::now();
   for (int attempt = 1;; ++attempt) {
@@ -328,18 +332,16 @@ int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up) 
     if (result.interrupted_by) throw process::Interrupted(result.interrupted_by);
     const int code = result.exit_codes.front();
     if (code == 0) {
-      fmt::print("node {}: workers ended cleanly (node 0 finished)\n", launch.node_rank);
-      return 0;
+      note(fmt::format("node {}: workers ended cleanly (node 0 finished)", launch.node_rank));
+      return;
     }
     // A run that lasted long enough had joined node 0's workers; a quick failure had not.
     if (Clock::now() - started > std::chrono::seconds(30)) last_success = Clock::now();
-    fmt::print("node {}: workers ended ({}); relaunching to rejoin node 0\n", launch.node_rank,
-               process::describe_exit_code(code));
-    std::fflush(stdout);
+    note(fmt::format("node {}: workers ended ({}); relaunching to rejoin node 0", launch.node_rank,
+                     process::describe_exit_code(code)));
     if (Clock::now() - last_success > give_up) {
-      fmt::print(stderr, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})\n", launch.node_rank,
-                 give_up.count(), log_path);
-      return 1;
+      ACS_THROW(Error, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})", launch.node_rank,
+                give_up.count(), log_path);
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -59,7 +60,7 @@ class WorkerGroup {
   const WorkerHello& start();
   // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
   TrialOutcome run(const TrialRequest& request, std::chrono::seconds timeout);
-  // Asks the workers to end, then kills what is left.
+  // Asks idle workers to end, then kills what is left (workers in a trial cannot hear it: killed).
   void stop();
 
   int launches() const { return launches_; }
@@ -78,6 +79,7 @@ class WorkerGroup {
   pid_t child_ = -1;
   int child_exit_ = 0;  // exit code once reaped (process/exit_status.h)
   bool child_reaped_ = false;
+  bool in_trial_ = false;  // a request was sent and its result not read
   std::string buffer_;
   std::string log_path_;
   int launches_ = 0;
@@ -86,7 +88,9 @@ class WorkerGroup {
 
 // Nodes other than 0: launches the local workers and relaunches them whenever node 0 restarts its
 // own (a failed trial), until the workers end cleanly (node 0 sent "stop") or `give_up` passes
-// without a successful rendezvous. Returns the process exit code; throws process::Interrupted.
-int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up);
+// without a successful rendezvous (throws Error). What happens goes to `note`; throws
+// process::Interrupted when interrupted.
+void supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
+                       const std::function<void(const std::string&)>& note);
 
 }  // namespace acspeed::tuner

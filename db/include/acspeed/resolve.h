@@ -4,9 +4,11 @@
 //   store: exact key                    -> the active decision
 //          same key, any precision      -> the most recent active decision for another precision
 //          otherwise                    -> DDP defaults
-// A decision tuned under another torch or NCCL major.minor is not applied (re-tune). The pins
+// A decision tuned under another torch or NCCL major.minor, or that records no torch version, is not
+// applied (re-tune); nor is one whose stored config is invalid (delete it). The pins
 // ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION are applied over whatever was chosen.
-// Never throws: a problem is source kError with the reason, and DDP defaults.
+// Never throws: a problem (a bad file, an unreadable store, a bad NNODES...) is source kError with
+// the reason, and DDP defaults.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,8 @@
 namespace acspeed {
 
 struct ResolveRequest {
-  DecisionKey key;            // precision may be empty (unknown): any precision matches
+  DecisionKey key;            // precision may be empty (unknown): any precision matches;
+                              // nnodes 0: node_count(world_size) from this job's environment
   std::string torch_version;  // of the job; empty = unknown (no version check)
   std::string nccl_version;   // empty or "unknown" = no NCCL check (CPU jobs)
   std::string store_path;     // empty = default_store_path()

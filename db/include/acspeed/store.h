@@ -45,6 +45,10 @@ struct Decision {
   DecisionKey key;
   std::string model_name;        // for humans: "resnet50"
   CommConfig config;
+  // Non-empty when the stored config JSON is not a valid config (written by another tool, damaged):
+  // why. `config` is then DDP's defaults, the decision is never applied, and it can still be listed,
+  // shown and deleted.
+  std::string config_error;
   bool active = false;
   std::optional<int64_t> session_id;
   std::string torch_version;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace acspeed {
 
 inline constexpr int kConfigSchemaVersion = 1;
@@ -72,10 +74,17 @@ struct CommConfig {
   bool operator==(const CommConfig& other) const;
 };
 
-// Serialises a (valid) config as schema-versioned JSON.
+// The schema-versioned JSON of a config (runtime/CONFIG.md), for nlohmann::json (ADL): a config
+// travels inside other documents (decisions, the trial protocol, reports) as an object, never as
+// text parsed again. from_json validates; a missing or newer schema version, a wrong type or a bad
+// value throws InvalidArgument naming the field; unknown keys are ignored.
+void to_json(nlohmann::json& j, const NcclRule& rule);
+void to_json(nlohmann::json& j, const CommConfig& config);
+void from_json(const nlohmann::json& j, CommConfig& config);
+
+// The same as text: what the store's column, ACSPEED_CONFIG files and the NCCL plugin hold.
 std::string config_to_json(const CommConfig& config, int indent = -1);
-// Parses and validates. Unknown keys are reported in `warnings` (if given) and ignored; a missing
-// or newer schema version, a wrong type or a bad value throws InvalidArgument.
+// Parses and validates; unknown keys are reported in `warnings` (if given) and ignored.
 CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings = nullptr);
 
 // Applies the pins from ACSPEED_BUCKET_MB / _ALGORITHM / _STREAMS / _COMPRESSION, returning the

@@ -8,8 +8,9 @@
  *   another: tests/gpu carries the one built here to the GPU machine.
  *
  * Exported symbols (nothing else is exported)
- *   ncclTunerPlugin_v5, ncclTunerPlugin_v4, ncclTunerPlugin_v3, ncclTunerPlugin_v2
- *       NCCL's versioned tuner structs; NCCL 2.28 picks v5. The plugin's name is "acspeed", so NCCL
+ *   ncclTunerPlugin_v5, ncclTunerPlugin_v4, ncclTunerPlugin_v3
+ *       NCCL's versioned tuner structs; NCCL 2.28 picks v5. There is no version 2 struct: its
+ *       getCollInfo picks an algorithm outright instead of passing the cost table this plugin edits. The plugin's name is "acspeed", so NCCL
  *       logs "TUNER/Plugin: Using acspeed (v5)" at NCCL_DEBUG=INFO.
  *   acspeed_nccl_tuner_set_rules (below)
  *

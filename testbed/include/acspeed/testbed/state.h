@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace acspeed::testbed {
 
 inline constexpr int kStateVersion = 1;
@@ -30,8 +32,13 @@ struct ClusterState {
 };
 
 std::string state_path(const std::string& dir, const std::string& name);
-std::string to_json(const ClusterState& state);
-// Throws Error naming `source` when the text is not a state file of a known version.
+// The state file's object, for nlohmann::json (ADL); from_json throws InvalidArgument naming a
+// missing or mistyped field, an unknown version or a namespace of another cluster.
+void to_json(nlohmann::json& j, const ClusterState& state);
+void from_json(const nlohmann::json& j, ClusterState& state);
+// The file's text, and back: throws Error naming `source` when the text is not a state file of a
+// known version.
+std::string state_text(const ClusterState& state);
 ClusterState state_from_json(const std::string& text, const std::string& source);
 
 // Creates the file exclusively (and the folder, mode 0755); false when the name is taken.

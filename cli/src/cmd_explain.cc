@@ -1,0 +1,86 @@
+// acspeed-tune explain: what `import acspeed` would apply here for a model, world size and node
+// count, and why (the same lookup the training job runs).
+#include <fmt/format.h>
+
+#include "acspeed/error.h"
+#include "acspeed/fingerprint.h"
+#include "acspeed/node_count.h"
+#include "acspeed/precision.h"
+#include "acspeed/resolve.h"
+#include "acspeed/settings.h"
+#include "acspeed/strings.h"
+#include "cli.h"
+
+namespace acspeed::cli {
+namespace {
+
+std::string or_none(const std::string& version) { return version.empty() ? "none" : version; }
+
+}  // namespace
+
+int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& args) {
+  po::options_description options("explain options");
+  options.add_options()("model", po::value<std::string>(), "model name as tuned (e.g. resnet50)")(
+      "model-signature", po::value<std::string>(), "model signature (as `configs list` shows)")(
+      "world-size", po::value<int64_t>()->required(), "total number of ranks")(
+      "nnodes", po::value<int64_t>()->default_value(1), "number of nodes")(
+      "precision", po::value<std::string>(),
+      fmt::format("{} (default: ACSPEED_PRECISION, else any)", join(precision_names(), "|")).c_str())(
+      "instance-type", po::value<std::string>(), "instance type (default: this machine's fingerprint)");
+  po::variables_map vm;
+  if (!parse_args("acspeed-tune explain (--model NAME | --model-signature SIG) --world-size N [--nnodes N] "
+                  "[--precision P] [--instance-type KEY]",
+                  options, {}, args, vm)) {
+    return kExitOk;
+  }
+  ResolveRequest request;
+  request.store_path = global.db_path;
+  request.key.world_size = vm["world-size"].as<int64_t>();
+  request.key.nnodes = vm["nnodes"].as<int64_t>();
+  if (request.key.world_size < 1) ACS_THROW(InvalidArgument, "--world-size {} must be at least 1", request.key.world_size);
+  validate_node_count(request.key.nnodes, request.key.world_size, "--nnodes");
+  if (vm.count("precision")) {
+    request.key.precision = to_string(parse_precision(vm["precision"].as<std::string>(), "--precision"));
+  } else if (auto precision = setting_string("ACSPEED_PRECISION")) {
+    request.key.precision = *precision;
+  }
+  const JobVersions versions = job_versions_of_python();  // exactly what `import acspeed` compares
+  if (!versions.problem.empty()) fmt::print(stderr, "note: {}: versions are not checked\n", versions.problem);
+  request.torch_version = versions.torch;
+  request.nccl_version = versions.nccl;
+  const auto fp = fingerprint({request.torch_version});
+  request.key.instance_type = vm.count("instance-type") ? vm["instance-type"].as<std::string>() : fp.instance_type;
+
+  if (vm.count("model-signature")) {
+    request.key.model_signature = vm["model-signature"].as<std::string>();
+  } else if (vm.count("model")) {
+    const std::string name = vm["model"].as<std::string>();
+    auto store = open_store(global, false);
+    for (const auto& d : store->decisions({std::nullopt, name, false})) {
+      if (d.key.instance_type == request.key.instance_type || request.key.model_signature.empty()) {
+        request.key.model_signature = d.key.model_signature;
+      }
+    }
+    if (request.key.model_signature.empty()) {
+      fmt::print("instance type: {}\nmodel {}: no decision stored for it in {} -> `import acspeed` keeps DDP "
+                 "defaults (run `acspeed-tune --model {}` to tune it)\n",
+                 request.key.instance_type, name, store->path(), name);
+      return kExitOk;
+    }
+  } else {
+    ACS_THROW(InvalidArgument, "give --model NAME or --model-signature SIG");
+  }
+  const Resolution r = resolve_config(request);
+  fmt::print("instance type: {}{}\n", request.key.instance_type, fp.explicit_name ? " (ACSPEED_INSTANCE_TYPE)" : "");
+  fmt::print("model signature: {}\nworld size {}, {} node(s), precision {}\n", request.key.model_signature,
+             request.key.world_size, request.key.nnodes, request.key.precision.empty() ? "any" : request.key.precision);
+  fmt::print("this job's versions (torch's own NCCL and CUDA): torch {}, NCCL {}, CUDA {}\n", versions.torch,
+             or_none(versions.nccl), or_none(versions.cuda));
+  fmt::print("source: {}\n{}\n", to_string(r.source), r.message);
+  for (const auto& warning : r.warnings) fmt::print("warning: {}\n", warning);
+  fmt::print("DDP knobs and hook: {}\nconfig: {}\n", r.config.describe(), config_to_json(r.config, 2));
+  fmt::print("comm hook: {}\n", r.config.needs_comm_hook() ? "acspeed hook registered" : "none (DDP's built-in allreduce)");
+  return r.source == ResolveSource::kError ? kExitFailure : kExitOk;
+}
+
+}  // namespace acspeed::cli

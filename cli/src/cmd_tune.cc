@@ -1,0 +1,281 @@
+// acspeed-tune tune (the default command): parses the options into tuner::TuneOptions, with this
+// machine's defaults (tuner/defaults.h: smaller on a CPU-only machine, announced), and runs the
+// session (acspeed/tuner/session.h) with the progress display as its observer.
+//
+//   acspeed-tune --model resnet50 --precision amp --nproc-per-node 8 [--nnodes 2 --node-rank R
+//                --master-addr HOST --master-port PORT] [search space, budget, strategy...]
+//   acspeed-tune --resume SESSION        continues a session with the options it was started with
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+#include "acspeed/fingerprint.h"
+#include "acspeed/precision.h"
+#include "acspeed/python_interpreter.h"
+#include "acspeed/settings.h"
+#include "acspeed/strings.h"
+#include "acspeed/tuner/defaults.h"
+#include "acspeed/tuner/session.h"
+#include "acspeed/tuner/strategy.h"
+#include "cli.h"
+#include "progress.h"
+
+namespace acspeed::cli {
+namespace {
+
+using tuner::TuneOptions;
+
+std::string usage() {
+  return fmt::format(
+      "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
+      "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
+      "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] [--bucket-mb LIST] [--algorithms LIST] "
+      "[--streams LIST] [--compression LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
+      "[--strategy auto|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
+      "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
+      join(precision_names(), "|"));
+}
+
+po::options_description tune_options() {
+  const auto& gpu = tuner::tune_defaults(true);
+  const auto& cpu = tuner::tune_defaults(false);
+  const auto both = [](const auto& g, const auto& c) { return fmt::format("default {}; {} without a GPU", g, c); };
+  const auto list = [](const auto& values) { return fmt::format("{}", fmt::join(values, ",")); };
+  const std::string budget = cpu.budget_minutes > 0 ? fmt::format("default: none; {:g} without a GPU", cpu.budget_minutes)
+                                                    : std::string("default: none");
+  po::options_description o("tune options");
+  o.add_options()
+      ("model", po::value<std::string>(), "torchvision classification model (resnet50) or pkg.module:function "
+       "returning (model, make_batch)")
+      ("precision", po::value<std::string>(), fmt::format("{} (default fp32)", join(precision_names(), "|")).c_str())
+      ("nproc-per-node", po::value<std::string>(), fmt::format("ranks per node (default: the GPUs, else {})",
+                                                               cpu.nproc_per_node).c_str())
+      ("nnodes", po::value<std::string>(), "nodes (default 1); run the same command on every node")
+      ("node-rank", po::value<std::string>(), "this node's rank (default 0; node 0 coordinates and writes the store)")
+      ("master-addr", po::value<std::string>(), "node 0's address (default 127.0.0.1)")
+      ("master-port", po::value<std::string>(), "rendezvous port (default: a free port on one node, 29500 on several)")
+      ("batch-size", po::value<std::string>(), fmt::format("per-device batch ({})", both(gpu.batch_size, cpu.batch_size)).c_str())
+      ("image-size", po::value<std::string>(), fmt::format("input image size for torchvision models ({})",
+                                                           both(gpu.image_size, cpu.image_size)).c_str())
+      ("warmup", po::value<std::string>(), fmt::format("untimed steps per trial ({})", both(gpu.warmup, cpu.warmup)).c_str())
+      ("steps", po::value<std::string>(), fmt::format("timed steps per trial ({})", both(gpu.steps, cpu.steps)).c_str())
+      ("repeats", po::value<std::string>(), fmt::format("alternated (candidate, DDP defaults) pairs in the decision, "
+                                                        ">= 3 ({})", both(gpu.repeats, cpu.repeats)).c_str())
+      ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str())
+      ("bucket-mb", po::value<std::string>(), fmt::format("bucket sizes to search, MiB ({})",
+                                                          both(list(gpu.bucket_mb), list(cpu.bucket_mb))).c_str())
+      ("algorithms", po::value<std::string>(), "allreduce,reduce_scatter,hierarchical (default: allreduce,"
+       "reduce_scatter, and hierarchical on several nodes)")
+      ("streams", po::value<std::string>(), fmt::format("stream counts to search ({})",
+                                                        both(list(gpu.streams), list(cpu.streams))).c_str())
+      ("compression", po::value<std::string>(), "none,fp16,bf16: searched only when given (changes numerics)")
+      ("nccl-algorithms", po::value<std::string>(), "GPU: NCCL algorithms to search (any,ring,tree,...)")
+      ("nccl-protocols", po::value<std::string>(), "GPU: NCCL protocols to search (any,ll,ll128,simple)")
+      ("nccl-channels", po::value<std::string>(), "GPU: NCCL channel counts to search (0 = NCCL's choice)")
+      ("strategy", po::value<std::string>(), "auto (default), descent or grid")
+      ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
+      ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
+      ("loss-tolerance", po::value<std::string>(), "compression: allowed loss difference, relative to the larger of the final loss and the trial's progress from its first loss (default 0.05)")
+      ("resume", po::value<std::string>(), "continue session SESSION with its stored options")
+      ("dry-run", "print the plan and exit");
+  return o;
+}
+
+std::string text_of(const po::variables_map& vm, const char* name) { return vm[name].as<std::string>(); }
+
+int int_option(const po::variables_map& vm, const char* name, int fallback, int min_value, int max_value) {
+  if (!vm.count(name)) return fallback;
+  const std::string text = text_of(vm, name);
+  try {
+    return static_cast<int>(parse_int(std::string("--") + name, text, min_value, max_value));
+  } catch (const InvalidArgument&) {
+    ACS_THROW(InvalidArgument, "--{} '{}' is not accepted (accepted: integers {} to {})", name, text, min_value,
+              max_value);
+  }
+}
+
+double float_option(const po::variables_map& vm, const char* name, double fallback, double min_value,
+                    double max_value) {
+  if (!vm.count(name)) return fallback;
+  const std::string text = text_of(vm, name);
+  double value = 0;
+  try {
+    value = parse_float(std::string("--") + name, text);
+  } catch (const InvalidArgument&) {
+    value = -std::numeric_limits<double>::infinity();
+  }
+  if (!(value >= min_value && value <= max_value)) {
+    ACS_THROW(InvalidArgument, "--{} '{}' is not accepted (accepted: numbers {:g} to {:g})", name, text, min_value,
+              max_value);
+  }
+  return value;
+}
+
+// What the command line asks for.
+struct TuneRequest {
+  TuneOptions options;
+  bool dry_run = false;
+};
+
+// Builds the request from `args`; nullopt when --help was printed.
+std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
+  po::variables_map vm;
+  if (!parse_args(usage(), tune_options(), {}, args, vm)) return std::nullopt;
+  const auto gpus = detect_gpus();
+  const bool gpu = gpus.has_value() && gpus->count > 0;
+  TuneRequest request{tuner::tune_options_for(gpu)};
+  TuneOptions& o = request.options;
+  o.args = args;
+  o.python = python_interpreter();
+  o.python_path = python_source_dir();
+  request.dry_run = vm.count("dry-run") > 0;
+  if (vm.count("resume")) {
+    o.resume = int_option(vm, "resume", 0, 1, std::numeric_limits<int>::max());
+    for (const auto& [name, value] : vm) {
+      if (name != "resume" && name != "budget-minutes" && name != "dry-run") {
+        ACS_THROW(InvalidArgument, "--resume takes the session's stored options; --{} cannot change them "
+                  "(accepted with --resume: --budget-minutes, --dry-run)", name);
+      }
+    }
+    o.budget_minutes = float_option(vm, "budget-minutes", 0, 0, 1e6);
+    return request;
+  }
+  if (!vm.count("model")) ACS_THROW(InvalidArgument, "--model is required (a torchvision model name or pkg.module:function)");
+  o.model = text_of(vm, "model");
+  if (o.model.empty() || o.model.front() == '-') {
+    ACS_THROW(InvalidArgument, "--model '{}' is not accepted (accepted: a torchvision model name or pkg.module:function)", o.model);
+  }
+  if (vm.count("precision")) o.precision = parse_precision(text_of(vm, "precision"), "--precision");
+  o.nnodes = int_option(vm, "nnodes", 1, 1, 4096);
+  o.node_rank = int_option(vm, "node-rank", 0, 0, o.nnodes - 1);
+  o.nproc_per_node = int_option(vm, "nproc-per-node", o.nproc_per_node > 0 ? o.nproc_per_node : gpus->count, 1, 1024);
+  if (vm.count("master-addr")) o.master_addr = text_of(vm, "master-addr");
+  o.master_port = int_option(vm, "master-port", o.nnodes > 1 ? 29500 : 0, 1, 65535);
+  if (o.nnodes > 1 && o.master_addr == "127.0.0.1" && !vm.count("master-addr")) {
+    ACS_THROW(InvalidArgument, "--nnodes {} needs --master-addr (node 0's address, the same on every node)", o.nnodes);
+  }
+  o.batch_size = int_option(vm, "batch-size", o.batch_size, 1, 1 << 20);
+  o.image_size = int_option(vm, "image-size", o.image_size, 8, 4096);
+  o.warmup = int_option(vm, "warmup", o.warmup, 0, 100000);
+  o.steps = int_option(vm, "steps", o.steps, 2, 100000);
+  o.repeats = int_option(vm, "repeats", o.repeats, 3, 1000);
+  o.budget_minutes = float_option(vm, "budget-minutes", o.budget_minutes, 0, 1e6);
+  o.trial_timeout_s = int_option(vm, "trial-timeout", o.trial_timeout_s, 5, 86400);
+  o.loss_tolerance = float_option(vm, "loss-tolerance", o.loss_tolerance, 0, 10);
+  if (vm.count("seed")) {
+    o.seed = static_cast<uint64_t>(int_option(vm, "seed", 0, 0, std::numeric_limits<int>::max()));
+  } else {
+    o.seed = std::random_device{}() & 0x7fffffffu;
+  }
+  o.strategy = vm.count("strategy") ? text_of(vm, "strategy") : "auto";
+
+  using namespace tuner;
+  SearchSpace& s = o.space;
+  if (vm.count("bucket-mb")) s.bucket_mb = parse_bucket_list("--bucket-mb", text_of(vm, "bucket-mb"));
+  if (vm.count("algorithms")) {
+    s.algorithms = parse_algorithm_list("--algorithms", text_of(vm, "algorithms"));
+  } else {
+    s.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
+    if (o.nnodes > 1) s.algorithms.push_back(Algorithm::kHierarchical);
+  }
+  if (vm.count("streams")) s.streams = parse_streams_list("--streams", text_of(vm, "streams"));
+  o.compression_searched = vm.count("compression") > 0;
+  if (o.compression_searched) s.compression = parse_compression_list("--compression", text_of(vm, "compression"));
+  for (const char* name : {"nccl-algorithms", "nccl-protocols", "nccl-channels"}) {
+    if (vm.count(name) && !gpu) {
+      ACS_THROW(InvalidArgument, "--{} needs a GPU (NCCL); this machine has none (accepted here: --bucket-mb, "
+                "--algorithms, --streams, --compression)", name);
+    }
+  }
+  if (vm.count("nccl-algorithms")) {
+    s.nccl_algorithms = parse_nccl_choice_list("--nccl-algorithms", text_of(vm, "nccl-algorithms"), nccl_algorithm_names());
+  }
+  if (vm.count("nccl-protocols")) {
+    s.nccl_protocols = parse_nccl_choice_list("--nccl-protocols", text_of(vm, "nccl-protocols"), nccl_protocol_names());
+  }
+  if (vm.count("nccl-channels")) s.nccl_channels = parse_channels_list("--nccl-channels", text_of(vm, "nccl-channels"));
+  apply_pins(s);
+  resolve_strategy_name(o.strategy, s);  // an unknown name is a usage error now, not after the launch
+
+  if (!gpu) {
+    std::vector<std::string> shrunk;
+    if (!vm.count("image-size")) shrunk.push_back(fmt::format("image size {}", o.image_size));
+    if (!vm.count("batch-size")) shrunk.push_back(fmt::format("batch {}", o.batch_size));
+    if (!vm.count("steps") || !vm.count("warmup")) shrunk.push_back(fmt::format("{}+{} steps", o.warmup, o.steps));
+    if (!vm.count("repeats")) shrunk.push_back(fmt::format("{} decision pairs", o.repeats));
+    if (!vm.count("bucket-mb") || !vm.count("streams")) shrunk.push_back("a smaller search space");
+    if (!vm.count("budget-minutes")) shrunk.push_back(fmt::format("a {:g}-minute budget", o.budget_minutes));
+    if (!shrunk.empty()) {
+      o.notes.push_back(fmt::format("no GPU here: defaults shrunk to {} (give the options to change them)",
+                                    fmt::join(shrunk, ", ")));
+    }
+  }
+  return request;
+}
+
+void print_plan(const TuneOptions& options, const std::string& instance_type) {
+  for (const auto& line : tuner::plan_lines(options, instance_type)) fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) {
+  auto parsed = parse_tune(args);
+  if (!parsed) return kExitOk;
+  TuneOptions options = parsed->options;
+  const bool dry_run = parsed->dry_run;
+  if (options.resume) {
+    // The session's own options, re-parsed; only the budget may change.
+    const auto store = open_store(global, !dry_run);
+    const auto session = store->session(*options.resume);
+    if (!session) ACS_THROW(InvalidArgument, "--resume {}: no such session in {}", *options.resume, store->path());
+    if (session->status == "done") {
+      ACS_THROW(InvalidArgument, "--resume {}: that session is already done (its decision is stored)", *options.resume);
+    }
+    const auto stored = nlohmann::json::parse(session->options_json, nullptr, false);
+    if (!stored.is_object() || !stored.contains("args") || !stored["args"].is_array()) {
+      ACS_THROW(Error, "--resume {}: the session has no stored options to resume with", *options.resume);
+    }
+    auto original = parse_tune(stored["args"].get<std::vector<std::string>>());
+    original->options.seed = static_cast<uint64_t>(session->seed);
+    original->options.resume = options.resume;
+    original->options.args = stored["args"].get<std::vector<std::string>>();
+    if (options.budget_minutes > 0) original->options.budget_minutes = options.budget_minutes;
+    options = original->options;
+  }
+  options.command_line = global.command_line;
+  if (dry_run) {
+    print_plan(options, fingerprint({torch_version_of_python()}).instance_type);
+    fmt::print("dry run: nothing launched, nothing stored\n");
+    return kExitOk;
+  }
+  Progress progress(std::chrono::seconds(static_cast<int64_t>(options.budget_minutes * 60)),
+                    Progress::stderr_is_terminal());
+  if (options.node_rank > 0) {
+    tuner::supervise_node(options, progress);
+    return kExitOk;
+  }
+  print_plan(options, fingerprint({}).instance_type);
+  auto store = open_store(global, true);  // a read-only store is refused before anything runs
+  const auto result = tuner::run_session(options, *store, progress);
+  using Status = tuner::SessionResult::Status;
+  if (!result.error.empty()) fmt::print(stderr, "acspeed-tune tune: error: {}\n", result.error);
+  if (result.status == Status::kInterrupted && result.session_id > 0) {
+    fmt::print(stderr, "interrupted: {} trial(s) stored; continue with `acspeed-tune --resume {}`\n",
+               result.trials_stored, result.session_id);
+  }
+  if (!result.kept_logs.empty()) fmt::print(stderr, "worker logs kept in {}\n", result.kept_logs);
+  switch (result.status) {
+    case Status::kDone: return kExitOk;
+    case Status::kInterrupted: return 128 + result.signal;
+    case Status::kFailed: return result.usage_error ? kExitUsage : kExitFailure;
+  }
+  return kExitFailure;
+}
+
+}  // namespace acspeed::cli

@@ -1,0 +1,405 @@
+// The HTML report: one self-contained page (inline CSS, inline SVG drawn here, no script, nothing
+// fetched at view time) with the Markdown report's content and three plots: throughput against
+// bucket size per algorithm/streams, the step-time distribution of the best configuration vs the
+// baseline, and the compute / exposed-communication breakdown per trial. Every string that comes
+// from the store goes through escape_markup().
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "acspeed/strings.h"
+#include "render.h"
+#include "svg.h"
+#include "acspeed/tuner/statistics.h"
+
+namespace acspeed::report {
+namespace {
+
+constexpr double kDdpDefaultBucketMb = 25.0;  // DDP's bucket_cap_mb when the config leaves it unset
+// Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
+const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7F7F7F", "#000000"};
+constexpr const char* kComputeColour = "#0072B2";
+constexpr const char* kExposedColour = "#D55E00";
+constexpr const char* kRestColour = "#C8C8C8";
+
+std::string e(std::string_view text) { return escape_markup(text); }
+
+std::string note(std::string_view text) { return fmt::format("<p class=\"note\">{}</p>\n", e(text)); }
+
+const char* colour(size_t i) { return kPalette[i % std::size(kPalette)]; }
+
+// Pads [lo, hi] and returns round ticks covering it; the domain is [ticks.front(), ticks.back()].
+std::vector<double> axis_ticks(double lo, double hi, bool from_zero) {
+  if (from_zero) lo = 0;
+  double pad = (hi - lo) * 0.08;
+  if (pad <= 0) pad = std::max(std::abs(hi) * 0.05, 1e-9);
+  if (!from_zero) lo -= pad;
+  hi += pad;
+  auto ticks = nice_ticks(lo, hi, 5);
+  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : pad;
+  if (ticks.front() > lo) ticks.insert(ticks.begin(), ticks.front() - step);
+  if (ticks.back() < hi) ticks.push_back(ticks.back() + step);
+  return ticks;
+}
+
+std::string series_label(const CommConfig& c) {
+  std::string label = fmt::format("{}, {} stream{}", to_string(c.algorithm), c.streams, c.streams == 1 ? "" : "s");
+  if (c.compression != Compression::kNone) label += fmt::format(", {}", to_string(c.compression));
+  if (c.gradient_as_bucket_view.value_or(false)) label += ", grad-as-bucket-view";
+  return label;
+}
+
+std::string throughput_chart(const Report& r) {
+  struct Point {
+    double bucket_mb;
+    double rate;
+    const TrialSummary* trial;
+  };
+  std::vector<const TrialSummary*> trials;
+  for (const auto& t : r.trials) {
+    if (t.record.role == "search" && t.record.status == "ok" && t.config && t.samples_per_s) trials.push_back(&t);
+  }
+  if (trials.empty()) return note("No search trial with a measured throughput to plot.");
+  std::map<std::string, std::vector<Point>> series;
+  for (const auto* t : trials) {
+    series[series_label(*t->config)].push_back({t->config->bucket_cap_mb.value_or(kDdpDefaultBucketMb), *t->samples_per_s, t});
+  }
+  std::vector<double> buckets, rates;
+  for (const auto& [label, points] : series) {
+    for (const auto& p : points) {
+      buckets.push_back(p.bucket_mb);
+      rates.push_back(p.rate);
+    }
+  }
+  const std::optional<double> baseline_rate = r.baseline ? r.baseline->samples_per_s : std::nullopt;
+  if (baseline_rate) rates.push_back(*baseline_rate);
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+
+  constexpr double kLeft = 80, kTop = 20, kPlotW = 560, kPlotH = 300, kLegendX = kLeft + kPlotW + 30;
+  Svg svg(900, kTop + kPlotH + 60, "Throughput against bucket size");
+  Scale x{buckets.front(), buckets.back(), kLeft + 20, kLeft + kPlotW - 20, buckets.front() > 0};
+  if (buckets.size() == 1) x = Scale{buckets.front() / 2, buckets.front() * 2, kLeft, kLeft + kPlotW, true};
+  const auto y_ticks = axis_ticks(*std::min_element(rates.begin(), rates.end()),
+                                  *std::max_element(rates.begin(), rates.end()), false);
+  const Scale y{y_ticks.front(), y_ticks.back(), kTop + kPlotH, kTop};
+
+  for (double v : y_ticks) {
+    svg.line(kLeft, y(v), kLeft + kPlotW, y(v), "#e4e4e4");
+    svg.text(kLeft - 8, y(v) + 4, tick_label(v), {"end", 11});
+  }
+  for (double b : buckets) {
+    svg.line(x(b), kTop, x(b), kTop + kPlotH, "#eeeeee");
+    svg.text(x(b), kTop + kPlotH + 18, tick_label(b), {"middle", 11});
+  }
+  svg.line(kLeft, kTop + kPlotH, kLeft + kPlotW, kTop + kPlotH, "#555");
+  svg.line(kLeft, kTop, kLeft, kTop + kPlotH, "#555");
+  svg.text(kLeft + kPlotW / 2, kTop + kPlotH + 42,
+           fmt::format("bucket_cap_mb (MiB{}; unset = DDP's {:g})", x.log ? ", log scale" : "", kDdpDefaultBucketMb),
+           {"middle", 12});
+  svg.text(18, kTop + kPlotH / 2, "samples/s, all devices (at p50 step time)", {"middle", 12, "#333", false, -90});
+
+  if (baseline_rate) {
+    svg.line(kLeft, y(*baseline_rate), kLeft + kPlotW, y(*baseline_rate), "#333", 1.5, true);
+  }
+  size_t index = 0;
+  double legend_y = kTop + 10;
+  for (const auto& [label, points] : series) {
+    const char* c = colour(index++);
+    std::map<double, std::vector<double>> by_bucket;
+    for (const auto& p : points) by_bucket[p.bucket_mb].push_back(p.rate);
+    std::vector<std::pair<double, double>> line;
+    for (const auto& [bucket, values] : by_bucket) line.emplace_back(x(bucket), y(tuner::median(values)));
+    if (line.size() > 1) svg.polyline(line, c, 2);
+    for (const auto& p : points) {
+      svg.circle(x(p.bucket_mb), y(p.rate), 4.5, c, 0.9,
+                 fmt::format("trial {}: {}: {:.1f} samples/s, p50 {} ms", p.trial->record.ordinal,
+                             p.trial->config_text, p.rate, format_ms(p.trial->stats->p50)));
+    }
+    svg.rect(kLegendX, legend_y - 9, 14, 10, c);
+    svg.text(kLegendX + 20, legend_y, label, {"start", 12});
+    legend_y += 20;
+  }
+  if (baseline_rate) {
+    svg.line(kLegendX, legend_y - 4, kLegendX + 14, legend_y - 4, "#333", 1.5, true);
+    svg.text(kLegendX + 20, legend_y, fmt::format("DDP defaults (baseline): {:.0f}/s", *baseline_rate), {"start", 12});
+  }
+  return svg.str();
+}
+
+std::string distribution_chart(const Report& r) {
+  struct Row {
+    std::string label;
+    const PooledTimes* times;
+    const char* colour;
+  };
+  std::vector<Row> rows;
+  if (r.baseline) rows.push_back({"Baseline: DDP defaults", &*r.baseline, "#7F7F7F"});
+  if (r.best) {
+    const bool decided = r.decision && r.best->config && r.decision->config == *r.best->config;
+    rows.push_back({fmt::format("{}: {}", decided ? "Stored decision" : "Best candidate (not accepted)", r.best->label),
+                    &*r.best, "#0072B2"});
+  }
+  if (rows.empty()) return note("No step times for the baseline or a best configuration to compare.");
+  double lo = rows.front().times->stats.min, hi = rows.front().times->stats.max;
+  for (const auto& row : rows) {
+    lo = std::min(lo, row.times->stats.min);
+    hi = std::max(hi, row.times->stats.max);
+  }
+  const auto ticks = axis_ticks(lo * 1e3, hi * 1e3, false);
+  constexpr double kLeft = 40, kTop = 10, kRowH = 96, kPlotW = 820;
+  const double plot_h = kRowH * static_cast<double>(rows.size());
+  Svg svg(900, kTop + plot_h + 50, "Step-time distribution: best configuration vs DDP defaults");
+  const Scale x{ticks.front(), ticks.back(), kLeft, kLeft + kPlotW};
+  for (double v : ticks) {
+    svg.line(x(v), kTop, x(v), kTop + plot_h, "#eeeeee");
+    svg.text(x(v), kTop + plot_h + 18, tick_label(v), {"middle", 11});
+  }
+  svg.line(kLeft, kTop + plot_h, kLeft + kPlotW, kTop + plot_h, "#555");
+  svg.text(kLeft + kPlotW / 2, kTop + plot_h + 40, "step time (ms, max over ranks); box = p25-p75, bar = p50, whiskers = min-max",
+           {"middle", 12});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    const auto& s = row.times->stats;
+    const double top = kTop + kRowH * static_cast<double>(i);
+    const double mid = top + 56;
+    svg.text(kLeft, top + 16, row.label, {"start", 12, "#222", true});
+    svg.text(kLeft + kPlotW, top + 16,
+             fmt::format("p50 {} ms  p90 {} ms  p95 {} ms  n={}", format_ms(s.p50), format_ms(s.p90), format_ms(s.p95),
+                         s.count),
+             {"end", 11});
+    svg.line(x(s.min * 1e3), mid, x(s.p25 * 1e3), mid, row.colour, 1.5);
+    svg.line(x(s.p75 * 1e3), mid, x(s.max * 1e3), mid, row.colour, 1.5);
+    svg.line(x(s.min * 1e3), mid - 8, x(s.min * 1e3), mid + 8, row.colour, 1.5);
+    svg.line(x(s.max * 1e3), mid - 8, x(s.max * 1e3), mid + 8, row.colour, 1.5);
+    svg.rect(x(s.p25 * 1e3), mid - 16, x(s.p75 * 1e3) - x(s.p25 * 1e3), 32, "rgba(0,0,0,0.06)");
+    svg.line(x(s.p25 * 1e3), mid - 16, x(s.p75 * 1e3), mid - 16, row.colour, 1.5);
+    svg.line(x(s.p25 * 1e3), mid + 16, x(s.p75 * 1e3), mid + 16, row.colour, 1.5);
+    svg.line(x(s.p25 * 1e3), mid - 16, x(s.p25 * 1e3), mid + 16, row.colour, 1.5);
+    svg.line(x(s.p75 * 1e3), mid - 16, x(s.p75 * 1e3), mid + 16, row.colour, 1.5);
+    svg.line(x(s.p50 * 1e3), mid - 16, x(s.p50 * 1e3), mid + 16, row.colour, 3.5);
+    // Every raw step as a dot, spread vertically by a deterministic low-discrepancy jitter.
+    for (size_t k = 0; k < row.times->times_s.size(); ++k) {
+      const double jitter = std::fmod(static_cast<double>(k) * 0.6180339887, 1.0) - 0.5;
+      svg.circle(x(row.times->times_s[k] * 1e3), mid + jitter * 26, 2.5, row.colour, 0.45);
+    }
+  }
+  return svg.str();
+}
+
+std::string breakdown_chart(const Report& r) {
+  std::vector<const TrialSummary*> trials;
+  bool any_breakdown = false;
+  for (const auto& t : r.trials) {
+    if (t.record.status != "ok" || !t.stats) continue;
+    trials.push_back(&t);
+    any_breakdown = any_breakdown || t.metrics.compute_s || t.metrics.exposed_comm_s;
+  }
+  if (trials.empty()) return note("No successful trial to break down.");
+  double hi = 0;
+  for (const auto* t : trials) hi = std::max(hi, t->stats->p50 * 1e3);
+  const auto ticks = axis_ticks(0, hi, true);
+  constexpr double kLabelW = 330, kLeft = kLabelW + 10, kPlotW = 520, kTop = 34, kRowH = 24;
+  const double plot_h = kRowH * static_cast<double>(trials.size());
+  Svg svg(900, kTop + plot_h + 50, "Compute and exposed communication per trial");
+  const Scale x{0, ticks.back(), kLeft, kLeft + kPlotW};
+  // Legend.
+  double lx = kLeft;
+  for (const auto& [name, c] : {std::pair<const char*, const char*>{"compute", kComputeColour},
+                                {"exposed communication", kExposedColour},
+                                {any_breakdown ? "rest of the step" : "step time (no probe breakdown)", kRestColour}}) {
+    svg.rect(lx, 10, 14, 10, c);
+    svg.text(lx + 20, 19, name, {"start", 12});
+    lx += 40 + 7.0 * std::char_traits<char>::length(name);
+  }
+  for (double v : ticks) {
+    svg.line(x(v), kTop, x(v), kTop + plot_h, "#eeeeee");
+    svg.text(x(v), kTop + plot_h + 18, tick_label(v), {"middle", 11});
+  }
+  svg.text(kLeft + kPlotW / 2, kTop + plot_h + 40, "p50 step time (ms), split by the probe's per-step medians",
+           {"middle", 12});
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const auto& t = *trials[i];
+    const double top = kTop + kRowH * static_cast<double>(i);
+    std::string label = fmt::format("#{} {}: {}", t.record.ordinal, t.record.role, t.config_text);
+    if (label.size() > 52) label = label.substr(0, 49) + "...";
+    svg.text(kLabelW, top + 16, label, {"end", 11});
+    const double step_ms = t.stats->p50 * 1e3;
+    const double compute_ms = std::clamp(t.metrics.compute_s.value_or(0) * 1e3, 0.0, step_ms);
+    const double exposed_ms = std::clamp(t.metrics.exposed_comm_s.value_or(0) * 1e3, 0.0, step_ms - compute_ms);
+    const std::string tip = fmt::format("trial {}: {}; p50 {:.2f} ms, compute {} ms, exposed comm {} ms, comm {} ms",
+                                        t.record.ordinal, t.config_text, step_ms, format_ms(t.metrics.compute_s),
+                                        format_ms(t.metrics.exposed_comm_s), format_ms(t.metrics.comm_s));
+    svg.rect(x(0), top + 4, x(compute_ms) - x(0), 16, kComputeColour, tip);
+    svg.rect(x(compute_ms), top + 4, x(compute_ms + exposed_ms) - x(compute_ms), 16, kExposedColour, tip);
+    svg.rect(x(compute_ms + exposed_ms), top + 4, x(step_ms) - x(compute_ms + exposed_ms), 16, kRestColour, tip);
+    svg.text(x(step_ms) + 4, top + 16, fmt::format("{:.1f}", step_ms), {"start", 10, "#555"});
+  }
+  svg.line(kLeft, kTop, kLeft, kTop + plot_h, "#555");
+  return svg.str();
+}
+
+void key_value_table(std::string& out, const std::vector<std::pair<std::string, std::string>>& rows) {
+  out += "<table class=\"kv\">\n";
+  for (const auto& [key, value] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", e(key), e(value));
+  out += "</table>\n";
+}
+
+std::string trials_table(const Report& r) {
+  if (r.trials.empty()) return note("No trials recorded.");
+  std::string out =
+      "<table class=\"trials\">\n<tr><th>#</th><th>Role</th><th>Config</th><th>Steps</th><th>p50 (ms)</th>"
+      "<th>p90 (ms)</th><th>p95 (ms)</th><th>Samples/s</th><th>Speedup vs baseline</th><th>Compute (ms)</th>"
+      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Loss</th><th>Status</th></tr>\n";
+  for (const auto& t : r.trials) {
+    const auto p = [&t](double StepStats::*field) {
+      return t.stats ? std::optional<double>((*t.stats).*field) : std::nullopt;
+    };
+    const bool chosen = r.decision && t.config && *t.config == r.decision->config;
+    out += fmt::format(
+        "<tr{}><td class=\"num\">{}</td><td>{}</td><td class=\"cfg\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td><span class=\"status {}\">{}</span></td></tr>\n",
+        chosen ? " class=\"chosen\"" : "", t.record.ordinal, e(t.record.role), e(t.config_text),
+        t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
+        format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
+        format_ms(t.metrics.compute_s), format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s),
+        format_loss(t), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
+    if (!t.record.error.empty()) {
+      out += fmt::format("<tr><td></td><td colspan=\"13\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
+    }
+  }
+  return out + "</table>\n";
+}
+
+std::string decision_section(const Report& r) {
+  if (!r.decision) return note(fmt::format("No decision stored for this session (session status: {}).", r.session.status));
+  const auto& d = *r.decision;
+  std::string out = fmt::format("<p class=\"verdict\">Decision {} ({}): <strong>{}</strong></p>\n<ul>\n", d.id,
+                                d.active ? "active" : "not active", e(d.config.describe()));
+  for (const auto& fact : decision_facts(r)) out += fmt::format("<li>{}</li>\n", e(fact));
+  out += "</ul>\n<h3>Alternated repeats</h3>\n";
+  if (r.pairs.empty()) {
+    out += note("No alternated candidate/baseline repeats recorded.");
+  } else {
+    out += "<p>Each repeat runs the candidate and the baseline back to back in the same workers; speedup = "
+           "baseline p50 / candidate p50.</p>\n<table>\n<tr><th>Repeat</th><th>Candidate trial #</th>"
+           "<th>Baseline trial #</th><th>Candidate p50 (ms)</th><th>Baseline p50 (ms)</th><th>Speedup</th></tr>\n";
+    for (size_t i = 0; i < r.pairs.size(); ++i) {
+      const auto& p = r.pairs[i];
+      out += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+                         i + 1, p.candidate_ordinal, p.baseline_ordinal, format_ms(p.candidate_p50_s),
+                         format_ms(p.baseline_p50_s), format_ratio(p.speedup));
+    }
+    out += "</table>\n";
+  }
+  if (!r.evidence.empty()) {
+    out += "<h3>Evidence</h3>\n";
+    key_value_table(out, r.evidence);
+  }
+  out += fmt::format("<h3>Stored config</h3>\n<pre>{}</pre>\n", e(config_to_json(d.config, 2)));
+  return out;
+}
+
+constexpr const char* kStyle = R"(
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222; margin: 24px auto;
+       max-width: 1160px; padding: 0 16px; line-height: 1.4; background: #fff; }
+h1 { font-size: 24px; margin-bottom: 4px; } h2 { font-size: 19px; margin-top: 32px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 15px; } .sub { color: #666; font-size: 13px; word-break: break-all; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 10px 14px; min-width: 160px; }
+.card .label { color: #666; font-size: 12px; } .card .value { font-size: 17px; font-weight: 600; word-break: break-word; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; } table.kv th { min-width: 120px; font-weight: 500; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.cfg { min-width: 230px; }
+tr.chosen td { background: #eef6fc; } .row { display: flex; flex-wrap: wrap; gap: 0 32px; align-items: flex-start; }
+td.error { color: #a00; white-space: pre-wrap; word-break: break-word; }
+.status { padding: 1px 6px; border-radius: 3px; font-size: 12px; } .status.ok { background: #e3f4e8; color: #00703c; }
+.status.bad { background: #fde4e1; color: #a00; }
+.note { color: #666; font-style: italic; } .verdict { font-size: 15px; }
+pre { background: #f7f7f7; border: 1px solid #e2e2e2; padding: 10px; font-size: 12px; overflow-x: auto; }
+figure { margin: 12px 0 24px; } figcaption { color: #555; font-size: 13px; margin-bottom: 6px; }
+svg { max-width: 100%; height: auto; }
+)";
+
+}  // namespace
+
+std::string render_html(const Report& r, const RenderOptions& options) {
+  const auto& s = r.session;
+  const std::string command = join(options.command_line, " ");
+  std::string out = fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
+      "<title>acspeed tuning report: session {} ({})</title>\n<style>{}</style>\n</head>\n<body>\n"
+      "<h1>acspeed tuning report: session {}</h1>\n",
+      s.id, e(s.model_name), kStyle, s.id);
+  if (!command.empty()) out += fmt::format("<div class=\"sub\">Generated by: {}</div>\n", e(command));
+
+  const auto card = [](std::string_view label, std::string_view value) {
+    return fmt::format("<div class=\"card\"><div class=\"label\">{}</div><div class=\"value\">{}</div></div>\n", e(label),
+                       e(value));
+  };
+  out += "<div class=\"cards\">\n";
+  out += card("Instance type", s.instance_type);
+  out += card("Model", s.model_name);
+  out += card("Devices", fmt::format("{} on {} node(s), batch {}/device", s.world_size, s.nnodes, s.batch_size));
+  if (r.decision) {
+    out += card("Decision", r.decision->config.describe());
+    std::string speedup = format_ratio(r.decision->speedup);
+    if (r.decision->ci_low && r.decision->ci_high) {
+      speedup += fmt::format(" [{:.3f}, {:.3f}]", *r.decision->ci_low, *r.decision->ci_high);
+    }
+    out += card(r.decision->config.is_default() ? "Rejected candidate [95% CI]" : "Speedup [95% CI]", speedup);
+  } else {
+    out += card("Decision", "none stored");
+  }
+  out += "</div>\n";
+
+  out += "<div class=\"row\"><div>\n<h2>Session</h2>\n";
+  key_value_table(out, {{"Instance type", s.instance_type},
+                        {"Model", s.model_name},
+                        {"Model signature", s.model_signature},
+                        {"Precision", s.precision},
+                        {"World size", fmt::format("{} device(s) on {} node(s)", s.world_size, s.nnodes)},
+                        {"Batch per device", std::to_string(s.batch_size)},
+                        {"Strategy", fmt::format("{} (seed {})", s.strategy, s.seed)},
+                        {"Status", s.status},
+                        {"Started (UTC)", s.started_at},
+                        {"Finished (UTC)", s.finished_at.empty() ? "-" : s.finished_at}});
+  out += "</div><div>\n<h2>Versions</h2>\n";
+  if (r.versions.empty()) out += note("No versions recorded."); else key_value_table(out, r.versions);
+  out += "</div><div>\n<h2>Search space</h2>\n";
+  if (r.search_space.empty()) out += note("No search space recorded."); else key_value_table(out, r.search_space);
+  if (!r.options.empty()) {
+    out += "<h2>Options</h2>\n";
+    key_value_table(out, r.options);
+  }
+  out += "</div></div>\n";
+
+  out += "<h2>Plots</h2>\n<figure><figcaption>Throughput against bucket size, one line per algorithm / streams "
+         "(search trials; hover a point for its trial)</figcaption>\n";
+  out += throughput_chart(r);
+  out += "</figure>\n<figure><figcaption>Step-time distribution of the best configuration against DDP's "
+         "defaults (every raw step is a dot)</figcaption>\n";
+  out += distribution_chart(r);
+  out += "</figure>\n<figure><figcaption>Where each trial's step goes: compute, exposed (not overlapped) "
+         "communication, and the rest</figcaption>\n";
+  out += breakdown_chart(r);
+  out += "</figure>\n";
+
+  out += "<h2>Decision</h2>\n";
+  out += decision_section(r);
+  out += "<h2>Trials</h2>\n";
+  out += fmt::format("<p>{}</p>\n", e(trials_preamble(r)));
+  out += trials_table(r);
+  out += "</body>\n</html>\n";
+  return out;
+}
+
+}  // namespace acspeed::report

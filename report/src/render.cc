@@ -1,0 +1,101 @@
+#include "render.h"
+
+#include <fmt/format.h>
+
+#include "acspeed/error.h"
+#include "acspeed/strings.h"
+
+namespace acspeed::report {
+
+const std::vector<std::string>& format_names() {
+  static const std::vector<std::string> names = {"md", "json", "csv", "html"};
+  return names;
+}
+
+Format parse_format(std::string_view text) {
+  static const Format formats[] = {Format::kMarkdown, Format::kJson, Format::kCsv, Format::kHtml};
+  for (size_t i = 0; i < format_names().size(); ++i) {
+    if (text == format_names()[i]) return formats[i];
+  }
+  ACS_THROW(InvalidArgument, "unknown report format '{}' (accepted: {})", text, join(format_names()));
+}
+
+std::string_view to_string(Format format) {
+  switch (format) {
+    case Format::kMarkdown: return "md";
+    case Format::kJson: return "json";
+    case Format::kCsv: return "csv";
+    case Format::kHtml: return "html";
+  }
+  return "?";
+}
+
+std::string render_report(const Report& report, const RenderOptions& options) {
+  switch (options.format) {
+    case Format::kMarkdown: return render_markdown(report, options);
+    case Format::kJson: return render_json(report, options);
+    case Format::kCsv: return render_csv(report);
+    case Format::kHtml: return render_html(report, options);
+  }
+  ACS_THROW(Error, "unhandled report format {}", static_cast<int>(options.format));
+}
+
+std::string format_ms(std::optional<double> seconds) {
+  return seconds ? fmt::format("{:.2f}", *seconds * 1e3) : "-";
+}
+
+std::string format_rate(std::optional<double> per_second) {
+  return per_second ? fmt::format("{:.1f}", *per_second) : "-";
+}
+
+std::string format_ratio(std::optional<double> ratio) {
+  return ratio ? fmt::format("{:.3f}x", *ratio) : "-";
+}
+
+std::string format_loss(const TrialSummary& trial) {
+  if (trial.metrics.finite == false) return "NaN/Inf";
+  return trial.metrics.loss ? fmt::format("{:.4g}", *trial.metrics.loss) : "-";
+}
+
+std::vector<std::string> decision_facts(const Report& r) {
+  if (!r.decision) return {};
+  const auto& d = *r.decision;
+  std::vector<std::string> facts;
+  const std::string interval =
+      d.ci_low && d.ci_high ? fmt::format(", 95% confidence interval [{:.3f}, {:.3f}] over {} alternated repeat(s)",
+                                          *d.ci_low, *d.ci_high, r.pairs.size())
+                            : "";
+  if (!d.config.is_default() && d.speedup) {
+    facts.push_back(fmt::format("Speedup over DDP defaults: {}{}{}", format_ratio(d.speedup), interval,
+                                d.ci_low ? (*d.ci_low > 1.0 ? ": the interval excludes 1" : ": the interval includes 1")
+                                         : ""));
+  } else if (d.speedup) {
+    facts.push_back(fmt::format("DDP defaults are kept: the best candidate ({}) measured {} over them{}{}",
+                                r.best ? r.best->label : "?", format_ratio(d.speedup), interval,
+                                d.ci_low && *d.ci_low <= 1.0 ? ", an interval that includes 1" : ""));
+  } else if (d.config.is_default()) {
+    facts.emplace_back("DDP defaults are kept: no other configuration was faster in the search");
+  } else {
+    facts.emplace_back("Speedup over DDP defaults: -");
+  }
+  const auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
+  facts.push_back(fmt::format("Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}", or_dash(d.torch_version),
+                              or_dash(d.nccl_version), or_dash(d.cuda_version), d.batch_size));
+  facts.push_back(fmt::format("Created (UTC): {}", d.created_at));
+  if (!d.note.empty()) facts.push_back(fmt::format("Note: {}", d.note));
+  return facts;
+}
+
+std::string trials_preamble(const Report& r) {
+  std::string out = r.baseline ? fmt::format("Baseline (DDP defaults): p50 {} ms over {} steps from {}. ",
+                                             format_ms(r.baseline->stats.p50), r.baseline->stats.count, r.baseline->source)
+                               : "No baseline measured in this session: speedups are not available. ";
+  out += fmt::format("Step time = max over ranks per step; samples/s = {} per device x {} devices / p50 step time. ",
+                     r.session.batch_size, r.session.world_size);
+  out += r.probes.empty() ? "No probe breakdown (compute / communication) was recorded."
+                          : fmt::format("Compute / comm / exposed comm: per-step medians from the {} probe.",
+                                        join(r.probes));
+  return out;
+}
+
+}  // namespace acspeed::report

@@ -1,0 +1,42 @@
+// What the four renderers share (private to report/): the renderers themselves, which
+// render_report() dispatches to, and the formatting of values and sentences.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "acspeed/report/report.h"
+
+namespace acspeed::report {
+
+// The JSON report's objects (json.cc), for nlohmann::json (ADL).
+void to_json(nlohmann::json& j, const StepStats& stats);
+void to_json(nlohmann::json& j, const PooledTimes& pooled);
+void to_json(nlohmann::json& j, const RepeatPair& pair);
+
+// The renderers (markdown.cc, json.cc, csv.cc, html.cc).
+std::string render_markdown(const Report& report, const RenderOptions& options);
+std::string render_json(const Report& report, const RenderOptions& options);
+std::string render_csv(const Report& report);
+std::string render_html(const Report& report, const RenderOptions& options);
+
+// One CSV field quoted per RFC 4180: fields holding a comma, a double quote, CR or LF (or leading /
+// trailing spaces) are wrapped in double quotes with inner quotes doubled; others pass unchanged.
+std::string csv_field(std::string_view text);
+
+// Formatting shared by the human formats: "-" for a missing value.
+std::string format_ms(std::optional<double> seconds);        // "54.20"
+std::string format_rate(std::optional<double> per_second);    // "597.3"
+std::string format_ratio(std::optional<double> ratio);        // "1.23x"
+std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
+// The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
+// without a decision.
+std::vector<std::string> decision_facts(const Report& report);
+// The sentence introducing the trials table: what the baseline is, how rates are computed.
+std::string trials_preamble(const Report& report);
+
+}  // namespace acspeed::report

@@ -1,0 +1,65 @@
+"""The typed config across pybind11: acspeed._core.CommConfig is the C++ config itself (validated
+once, read by attribute, compared, pickled for a broadcast), with the one precision list and the one
+node-count rule beside it. No processes; well under a second."""
+import pickle
+
+import pytest
+
+from acspeed import _runtime
+
+
+@pytest.fixture()
+def core():
+    return _runtime.core()
+
+
+def test_config_parses_once_and_reads_by_attribute(core):
+    config, warnings = core.CommConfig.from_json('{"version": 1, "bucket_cap_mb": 5, "algorithm": "reduce_scatter", '
+                                                 '"streams": 2, "compression": "fp16", "colour": "red", '
+                                                 '"nccl_rules": [{"algorithm": "ring", "channels": 4}]}')
+    assert warnings == ["unknown config key 'colour' ignored"]
+    assert (config.bucket_cap_mb, config.first_bucket_mb, config.gradient_as_bucket_view) == (5.0, None, None)
+    assert (config.algorithm, config.streams, config.compression) == ("reduce_scatter", 2, "fp16")
+    assert [(r.algorithm, r.protocol, r.channels) for r in config.nccl_rules] == [("ring", "any", 4)]
+    assert config.needs_comm_hook() and not config.is_default()
+    assert config.describe() == "bucket 5 MiB, reduce_scatter, 2 streams, fp16, 1 NCCL rule(s)"
+    again, _ = core.CommConfig.from_json(config.to_json())
+    assert again == config and again != core.CommConfig()
+    assert pickle.loads(pickle.dumps(config)) == config  # what broadcast_object_list does
+    assert core.CommConfig().is_default() and not core.CommConfig().needs_comm_hook()
+
+
+def test_bad_configs_are_value_errors_naming_the_value(core):
+    with pytest.raises(ValueError, match="'streams' must be an integer"):
+        core.CommConfig.from_json('{"version": 1, "streams": "two"}')
+    with pytest.raises(ValueError, match="not valid JSON"):
+        core.CommConfig.from_json('{"version": 1, "bucket_cap_mb": 1e999}')
+    with pytest.raises(AttributeError):
+        core.CommConfig().streams = 3  # read-only: a config is validated once, in C++
+
+
+def test_pins_apply_to_the_typed_config(core, monkeypatch):
+    monkeypatch.setenv("ACSPEED_STREAMS", "3")
+    pinned, fields = core.CommConfig().with_env_pins()
+    assert pinned.streams == 3 and fields == ["streams"]
+
+
+def test_one_precision_list_and_one_node_count_rule(core, monkeypatch):
+    assert core.PRECISIONS == ("amp", "fp32", "fp16", "bf16")
+    for name in ("NNODES", "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert core.node_count(4) == 2
+    monkeypatch.setenv("NNODES", "many")
+    with pytest.raises(ValueError, match="NNODES='many'"):
+        core.node_count(4)
+
+
+def test_lookup_counts_nodes_itself_and_returns_the_typed_config(core, monkeypatch, isolated_store):
+    monkeypatch.setenv("NNODES", "many")
+    result = core.resolve("box", "sig", "", 4, None)
+    assert result["source"] == "error" and "NNODES='many'" in result["message"]
+    monkeypatch.delenv("NNODES")
+    result = core.resolve("box", "sig", "", 4, None)
+    assert result["source"] == "no_store"
+    assert result["comm_config"] == core.CommConfig()

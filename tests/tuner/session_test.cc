@@ -1,0 +1,169 @@
+// The engine without the command line: a whole session against a fake rank 0
+// (tests/tuner/fake_worker.py, no torch), a store in a temporary folder and an observer that
+// records what it is told.
+#include "acspeed/tuner/session.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "acspeed/store.h"
+
+namespace acspeed::tuner {
+namespace {
+
+class Recorder : public SessionObserver {
+ public:
+  void note(const std::string& text) override { notes.push_back(text); }
+  void trial_started(int, int planned, const std::string&) override { planned_seen = planned; }
+  void trial_finished(const TrialEvent& trial) override { trials.push_back(trial); }
+  void search_finished(const std::vector<SearchResult>& r) override { results = r; }
+
+  std::vector<std::string> notes;
+  std::vector<TrialEvent> trials;
+  std::vector<SearchResult> results;
+  int planned_seen = 0;
+};
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/acspeed-session-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    StoreOptions store_options;
+    store_options.path = dir_ + "/acspeed.db";
+    store_ = Store::open(store_options);
+    options_ = tune_options_for(false);
+    options_.model = "fake";
+    options_.python = ACSPEED_FAKE_WORKER;
+    options_.warmup = 1;
+    options_.steps = 3;
+    options_.budget_minutes = 0;
+    options_.space.bucket_mb = {25};
+    options_.space.streams = {1, 2};
+    options_.strategy = "grid";
+    options_.seed = 11;
+    setenv("ACSPEED_INSTANCE_TYPE", "session-test-box", 1);
+  }
+  void TearDown() override {
+    unsetenv("FAKE_WORKER_MODE");
+    unsetenv("ACSPEED_INSTANCE_TYPE");
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  TuneOptions options_;
+};
+
+TEST_F(SessionTest, FasterCandidateIsConfirmedInPairsAndStoredWithItsEvidence) {
+  setenv("FAKE_WORKER_MODE", "fast_streams", 1);
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  EXPECT_TRUE(result.kept_logs.empty());
+  // Two search trials, then 3 pairs (the CPU row's repeats) of candidate and baseline.
+  ASSERT_EQ(recorder.trials.size(), 2u + 2u * static_cast<size_t>(options_.repeats));
+  EXPECT_EQ(result.trials_stored, static_cast<int64_t>(recorder.trials.size()));
+  ASSERT_EQ(recorder.results.size(), 2u);
+  EXPECT_EQ(recorder.results.front().config.streams, 2);  // fastest first
+  EXPECT_DOUBLE_EQ(recorder.results.front().cost_s, 0.1);
+  ASSERT_TRUE(recorder.trials.back().best_config.has_value());
+  EXPECT_EQ(recorder.trials.back().best_config->streams, 2);
+
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  const Decision& d = decisions.front();
+  EXPECT_TRUE(d.active);
+  EXPECT_EQ(d.key.instance_type, "session-test-box");
+  EXPECT_EQ(d.key.model_signature, "p1-0000000000000001");
+  EXPECT_EQ(d.config.streams, 2);
+  ASSERT_TRUE(d.speedup && d.ci_low);
+  EXPECT_DOUBLE_EQ(*d.speedup, 2.0);
+  EXPECT_GT(*d.ci_low, 1.0);
+  EXPECT_NE(d.evidence_json.find("\"pairs\""), std::string::npos);
+  EXPECT_EQ(store_->session(result.session_id)->status, "done");
+  EXPECT_EQ(store_->trials(result.session_id).size(), recorder.trials.size());
+}
+
+TEST_F(SessionTest, NoFasterConfigKeepsDdpDefaultsWithoutPairs) {
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  EXPECT_EQ(recorder.trials.size(), 2u);  // equal costs: the first measured, DDP's defaults, stands
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_TRUE(decisions.front().config.is_default());
+  EXPECT_NE(decisions.front().note.find("keep DDP defaults"), std::string::npos) << decisions.front().note;
+}
+
+TEST_F(SessionTest, UnbuildableModelIsAUsageFailureAndStoresNoSession) {
+  setenv("FAKE_WORKER_MODE", "fatal_usage", 1);
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  EXPECT_EQ(result.status, SessionResult::Status::kFailed);
+  EXPECT_TRUE(result.usage_error);
+  EXPECT_NE(result.error.find("'nope'"), std::string::npos) << result.error;
+  EXPECT_EQ(result.session_id, 0);
+  EXPECT_TRUE(store_->sessions().empty());
+}
+
+TEST_F(SessionTest, ResumeReusesStoredTrialsButMeasuresAgainOneThatDoesNotSayItWasFinite) {
+  setenv("FAKE_WORKER_MODE", "fast_streams", 1);
+  SessionRecord record;
+  record.instance_type = "session-test-box";
+  record.model_name = "fake";
+  record.model_signature = "p1-0000000000000001";
+  record.world_size = 2;
+  const int64_t id = store_->create_session(record);
+  CommConfig two_streams;
+  two_streams.streams = 2;
+  TrialRecord unknown;  // DDP defaults, stored without "finite" (an older or foreign writer)
+  unknown.session_id = id;
+  unknown.ordinal = 0;
+  unknown.config_json = config_to_json(CommConfig{});
+  unknown.step_times_s = {0.1, 0.2, 0.3};
+  unknown.metrics_json = R"({"p50_s": 0.2, "loss": 1.5})";
+  store_->add_trial(unknown);
+  TrialRecord known = unknown;
+  known.ordinal = 1;
+  known.config_json = config_to_json(two_streams);
+  known.step_times_s = {0.05, 0.1, 0.15};
+  known.metrics_json = R"({"p50_s": 0.1, "loss": 1.5, "finite": true})";
+  store_->add_trial(known);
+  options_.resume = id;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  bool said = false;
+  for (const auto& note : recorder.notes) said = said || note.find("measured again") != std::string::npos;
+  EXPECT_TRUE(said);
+  ASSERT_FALSE(recorder.trials.empty());
+  EXPECT_EQ(recorder.trials.front().role, "search");
+  EXPECT_EQ(recorder.trials.front().label, "DDP defaults");  // measured again; two streams reused
+  EXPECT_EQ(recorder.trials.front().ordinal, 2);
+  EXPECT_EQ(recorder.trials.size(), 1u + 2u * static_cast<size_t>(options_.repeats));
+}
+
+TEST(SessionPlan, NamesTheStrategyTheTrialsAndTheWorkersArgv) {
+  TuneOptions o = tune_options_for(false);
+  o.model = "resnet18";
+  o.python = "/usr/bin/python3";
+  o.strategy = "grid";
+  const auto lines = plan_lines(o, "box");
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("plan: tune resnet18 (fp32 precision) on box"), std::string::npos) << lines[0];
+  bool strategy = false, workers = false;
+  for (const auto& line : lines) {
+    strategy = strategy || line.find("strategy: grid") != std::string::npos;
+    workers = workers || line.find("--master_port=<a free port>") != std::string::npos;
+  }
+  EXPECT_TRUE(strategy && workers);
+}
+
+}  // namespace
+}  // namespace acspeed::tuner

@@ -1,0 +1,59 @@
+"""acspeed-tune interrupted: SIGTERM (or Ctrl-C) while a trial runs ends the session as interrupted,
+stores what was done, names the --resume command, exits 128 + the signal and leaves no worker
+behind. The workers are the fake rank 0 (fake_worker.py, no torch), whose first trial never answers.
+About 3 s."""
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE = os.path.join(HERE, "fake_worker.py")
+
+
+def fake_workers() -> list:
+    """Processes running the fake worker for a tuner (their --control socket is in its work folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if FAKE in cmdline and "acspeed-tune-" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_session_is_stored_resumable_and_leaves_no_worker(tune_binary, isolated_store, sig):
+    env = {**os.environ, "ACSPEED_PYTHON": FAKE, "FAKE_WORKER_MODE": "hang:0"}
+    started = time.monotonic()
+    proc = subprocess.Popen([str(tune_binary), "--db", str(isolated_store), "--model", "fake", "--warmup", "1",
+                             "--steps", "3", "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        line = ""
+        while "session " not in line:  # "session N in STORE": trial 0 is being sent now
+            line = proc.stdout.readline()
+            assert line, f"acspeed-tune ended early: {proc.stderr.read()}"
+            assert time.monotonic() - started < 60
+        workers = fake_workers()
+        assert workers, "the fake worker is not running"
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, err
+    assert time.monotonic() - started < 30  # a trial in flight cannot hear "stop": its workers are killed
+    assert "continue with `acspeed-tune --resume 1`" in err, err
+    with sqlite3.connect(isolated_store) as db:
+        assert db.execute("SELECT status FROM sessions").fetchall() == [("interrupted",)]
+    assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]  # reaped, not left running

@@ -1,0 +1,68 @@
+// The tuner's search space: one list of values per knob (bucket size, algorithm, streams,
+// compression, and on GPUs NCCL algorithm/protocol/channels). A point is one index per knob; the
+// strategies only see the knobs' sizes, so a new knob needs no change in them.
+//
+// A knob pinned by an environment variable (ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION)
+// holds only the pinned value and is not searched (Horovod's rule).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "acspeed/config.h"
+
+namespace acspeed::tuner {
+
+using Point = std::vector<size_t>;  // one value index per knob, in SearchSpace::knob_names() order
+
+inline constexpr double kDdpDefaultBucketMb = 25.0;
+
+struct SearchSpace {
+  std::vector<double> bucket_mb = {kDdpDefaultBucketMb};  // MiB
+  std::vector<Algorithm> algorithms = {Algorithm::kAllreduce};
+  std::vector<int> streams = {1};
+  std::vector<Compression> compression = {Compression::kNone};
+  // NCCL (GPU only): "any" / 0 leave NCCL's own choice.
+  std::vector<std::string> nccl_algorithms = {"any"};
+  std::vector<std::string> nccl_protocols = {"any"};
+  std::vector<int> nccl_channels = {0};
+  std::vector<std::string> pinned;  // knobs pinned by the environment, with the variable: "streams (ACSPEED_STREAMS)"
+
+  static const std::vector<std::string>& knob_names();  // bucket_mb, algorithm, streams, compression, nccl_...
+  std::vector<size_t> dims() const;                      // values per knob
+  size_t size() const;                                   // number of points (the grid)
+  // The config a point stands for; bucket 25 MiB is left as DDP's default (unset).
+  CommConfig config_at(const Point& point) const;
+  // The point nearest to DDP's defaults (bucket nearest 25 MiB, allreduce, 1 stream, no compression,
+  // NCCL's choice): where searches start.
+  Point default_point() const;
+  // Point number `ordinal` in row-major order (the last knob varies fastest); ordinal < size().
+  Point point_at(size_t ordinal) const;
+  size_t ordinal_of(const Point& point) const;
+  // "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2 x compression none = 16 configs"
+  std::string describe() const;
+};
+
+// The space as stored with a session (every knob's values, the pinned knobs, the size), for
+// nlohmann::json (ADL).
+void to_json(nlohmann::json& j, const SearchSpace& space);
+
+// Strict list parsers for the CLI: comma-separated, no empty items, no duplicates; an error names
+// the option, the bad item and what is accepted.
+std::vector<double> parse_bucket_list(std::string_view option, std::string_view text);
+std::vector<Algorithm> parse_algorithm_list(std::string_view option, std::string_view text);
+std::vector<int> parse_streams_list(std::string_view option, std::string_view text);
+std::vector<Compression> parse_compression_list(std::string_view option, std::string_view text);
+std::vector<std::string> parse_nccl_choice_list(std::string_view option, std::string_view text,
+                                                const std::vector<std::string>& accepted);
+std::vector<int> parse_channels_list(std::string_view option, std::string_view text);
+
+// Restricts the knobs pinned by ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION to their pinned
+// value and records them in space.pinned. Bad values throw InvalidArgument.
+void apply_pins(SearchSpace& space);
+
+}  // namespace acspeed::tuner

@@ -1,0 +1,113 @@
+// One tuning session, end to end: launch the trial workers once, search the space with the chosen
+// strategy (every trial written to the store as it finishes), confirm the best candidate against
+// DDP's defaults in alternated pairs (decision_rule.h), and store the decision (the candidate, or
+// "keep DDP defaults") with its evidence. Node 0 coordinates and is the only store writer; other
+// nodes only supervise their local workers.
+//
+// The engine knows no command line: it gets its options, a store opened for writing and an
+// observer that is told what happens (acspeed-tune's progress display is one).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "acspeed/config.h"
+#include "acspeed/precision.h"
+#include "acspeed/store.h"
+#include "acspeed/tuner/search_space.h"
+#include "acspeed/tuner/trial_metrics.h"
+
+namespace acspeed::tuner {
+
+struct TuneOptions {
+  std::string model;                 // torchvision name or pkg.module:function
+  Precision precision = Precision::kFp32;
+  int nproc_per_node = 2;            // ranks on this node
+  int nnodes = 1;                    // launch this many nodes (the key takes the workers' node count)
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;               // 0: a free local port (single node); multi-node: required
+  // Per trial and for the decision; tune_options_for() fills them from defaults.h.
+  int batch_size = 0;                // per device
+  int image_size = 0;                // torchvision models' input size
+  int warmup = 0;                    // untimed steps per trial
+  int steps = 0;                     // timed steps per trial
+  int repeats = 0;                   // (candidate, baseline) pairs in the decision, >= 3
+  double budget_minutes = 0;         // bound on the whole session; 0 = none
+  SearchSpace space;
+  bool compression_searched = false; // the user asked for compression (it changes numerics)
+  std::string strategy = "auto";
+  uint64_t seed = 0;
+  int trial_timeout_s = 300;
+  double loss_tolerance = 0.05;      // compression: |loss - baseline loss| <= tol x |baseline loss|
+  std::optional<int64_t> resume;     // session to continue
+  std::string python;                // interpreter of the workers (python_interpreter.h)
+  std::string python_path;           // put in front of the workers' PYTHONPATH: this build's package
+  std::vector<std::string> notes;    // defaults shrunk for a CPU-only machine etc., announced first
+  std::vector<std::string> args;     // the tune arguments as given (stored; --resume re-reads them)
+  std::vector<std::string> command_line;  // the whole command line, stored with the session
+};
+
+// Options with the defaults of this machine's row in defaults.h (`gpu` = a GPU was found).
+TuneOptions tune_options_for(bool gpu);
+
+// One finished trial, as the observer sees it.
+struct TrialEvent {
+  int64_t ordinal = 0;
+  std::string role;    // search|candidate|baseline
+  std::string label;   // what it ran: the config, or "pair 2 DDP defaults"
+  std::string status;  // ok|failed|timeout
+  std::string error;
+  TrialMetrics metrics;  // status ok: what it measured
+  // The fastest search result so far (cost = median step time, s), when there is one.
+  std::optional<CommConfig> best_config;
+  double best_cost_s = 0;
+};
+
+// One search result, for the summary after the search.
+struct SearchResult {
+  CommConfig config;
+  std::string status;  // ok|failed|timeout
+  double cost_s;       // median step time; infinite when failed or rejected
+  TrialMetrics metrics;
+};
+
+// What a session tells whoever runs it. Called from the session's thread.
+class SessionObserver {
+ public:
+  virtual ~SessionObserver() = default;
+  // A line for people that is not a trial (phase changes, notes, the decision).
+  virtual void note(const std::string& text) = 0;
+  // Trial `label` starts; `done` of about `planned` trials are finished.
+  virtual void trial_started(int done, int planned, const std::string& label) = 0;
+  virtual void trial_finished(const TrialEvent& trial) = 0;
+  // The search is over: every result, fastest first.
+  virtual void search_finished(const std::vector<SearchResult>& results) = 0;
+};
+
+struct SessionResult {
+  enum class Status { kDone, kInterrupted, kFailed };
+  Status status = Status::kFailed;
+  int signal = 0;                 // kInterrupted: the signal
+  bool usage_error = false;       // kFailed because of what the user asked (an unbuildable --model...)
+  std::string error;              // kFailed: why
+  int64_t session_id = 0;         // 0 when no session was stored
+  int64_t trials_stored = 0;
+  std::string kept_logs;          // the worker logs' folder when it was kept (a failure), else ""
+};
+
+// The plan: what a dry run prints and a real run announces, one line per item.
+std::vector<std::string> plan_lines(const TuneOptions& options, const std::string& instance_type);
+
+// Node 0: runs the session against `store` (opened for writing). Never throws for the session's own
+// failures: they are in the result.
+SessionResult run_session(const TuneOptions& options, Store& store, SessionObserver& observer);
+
+// Nodes other than 0: launches the local workers and relaunches them whenever node 0 restarts its
+// own, until node 0 ends the session. Throws Error when no rendezvous happened for long, and
+// process::Interrupted.
+void supervise_node(const TuneOptions& options, SessionObserver& observer);
+
+}  // namespace acspeed::tuner

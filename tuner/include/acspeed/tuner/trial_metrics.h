@@ -1,0 +1,90 @@
+// What one trial measured: the schema of TrialRecord::metrics_json (the raw per-step times are in
+// TrialRecord::step_times_s, seconds, max over ranks per step). Written by the tuner, read by
+// `acspeed-tune report`. Every key is optional for a reader: a failed or timed-out trial may carry
+// none, and the probe breakdown is absent where no probe ran.
+//
+// metrics_json (schema kTrialMetricsVersion):
+//   "version"          int     kTrialMetricsVersion
+//   "p50_s" "p75_s" "p90_s" "p95_s"
+//                      float   percentiles of the step time (s, max over ranks per step)
+//   "mean_s" "min_s" "max_s"   float   over the timed steps (s)
+//   "samples_per_s"    float   per-device throughput at p50 = per-device batch / p50_s
+//   "batch_size"       int     per-device batch
+//   "warmup_steps" "steps"     int     untimed warm-up steps, timed steps
+//   "compute_s"        float   probe: median per-step compute time (s), rank 0
+//   "comm_s"           float   probe: median per-step communication time (s), rank 0
+//   "exposed_comm_s"   float   probe: median per-step communication not hidden behind compute (s)
+//   "probe"            string  which probe produced the breakdown ("cpu-timers", "cupti", ...)
+//   "loss_first"       float   loss of the first warm-up step (same weights and batch every trial)
+//   "loss"             float   loss of the last timed step (mean over ranks)
+//   "finite"           bool    no NaN/Inf in any loss of the trial (absent: not known)
+//   "rebuild_s"        float   seconds to (re)wrap the model in DDP with this config
+//   "pair"             int     decision phase only: index of the (candidate, baseline) pair
+//   "candidate_index"  int     search phase only: index of the config in the session's search space
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace acspeed::tuner {
+
+inline constexpr int kTrialMetricsVersion = 1;
+
+namespace metric {
+inline constexpr const char* kVersion = "version";
+inline constexpr const char* kP50 = "p50_s";
+inline constexpr const char* kP75 = "p75_s";
+inline constexpr const char* kP90 = "p90_s";
+inline constexpr const char* kP95 = "p95_s";
+inline constexpr const char* kMean = "mean_s";
+inline constexpr const char* kMin = "min_s";
+inline constexpr const char* kMax = "max_s";
+inline constexpr const char* kSamplesPerS = "samples_per_s";
+inline constexpr const char* kBatchSize = "batch_size";
+inline constexpr const char* kWarmupSteps = "warmup_steps";
+inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kComputeS = "compute_s";
+inline constexpr const char* kCommS = "comm_s";
+inline constexpr const char* kExposedCommS = "exposed_comm_s";
+inline constexpr const char* kProbe = "probe";
+inline constexpr const char* kLossFirst = "loss_first";
+inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kFinite = "finite";
+inline constexpr const char* kRebuildS = "rebuild_s";
+inline constexpr const char* kPair = "pair";
+inline constexpr const char* kCandidateIndex = "candidate_index";
+}  // namespace metric
+
+// The metrics in typed form.
+struct TrialMetrics {
+  double p50_s = 0, p75_s = 0, p90_s = 0, p95_s = 0, mean_s = 0, min_s = 0, max_s = 0;
+  double samples_per_s = 0;
+  int batch_size = 0;
+  int warmup_steps = 0;
+  int steps = 0;
+  std::optional<double> compute_s, comm_s, exposed_comm_s;
+  std::string probe;  // empty = no probe breakdown
+  std::optional<double> loss_first, loss;
+  std::optional<bool> finite;  // nullopt: not recorded (never taken for finite)
+  std::optional<double> rebuild_s;
+  std::optional<int> pair;
+  std::optional<int> candidate_index;
+};
+
+// A step time for people: "54.2 ms", "1.234 s".
+std::string format_seconds(double seconds);
+
+// Fills the step-time statistics from raw step times (seconds) and the per-device batch.
+TrialMetrics metrics_from_steps(const std::vector<double>& step_times_s, int batch_size, int warmup_steps);
+// The schema above, for nlohmann::json (ADL). from_json: missing keys keep their defaults; text
+// that is not a JSON object, or a key of the wrong type, throws InvalidArgument naming it.
+void to_json(nlohmann::json& j, const TrialMetrics& metrics);
+void from_json(const nlohmann::json& j, TrialMetrics& metrics);
+// The same as the text of TrialRecord::metrics_json.
+std::string metrics_to_json(const TrialMetrics& metrics);
+TrialMetrics metrics_from_json(const std::string& text);
+
+}  // namespace acspeed::tuner

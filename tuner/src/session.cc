@@ -1,0 +1,529 @@
+#include "acspeed/tuner/session.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+#include "acspeed/fingerprint.h"
+#include "acspeed/process/signals.h"
+#include "acspeed/settings.h"
+#include "acspeed/tuner/defaults.h"
+#include "acspeed/tuner/statistics.h"
+#include "acspeed/tuner/strategy.h"
+#include "decision_rule.h"
+#include "trial_runner.h"
+
+namespace acspeed::tuner {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
+}
+
+// A folder for the control socket and the worker logs (short path: Unix sockets allow ~107 bytes).
+std::string make_work_dir() {
+  std::string pattern = "/tmp/acspeed-tune-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) ACS_THROW(Error, "cannot create a work folder under /tmp: {}", std::strerror(errno));
+  return pattern;
+}
+
+WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
+  WorkerLaunch l;
+  l.python = o.python;
+  l.python_path = o.python_path;
+  l.worker_args = {"--model",      o.model,
+                   "--batch-size", std::to_string(o.batch_size),
+                   "--image-size", std::to_string(o.image_size),
+                   "--precision",  std::string(to_string(o.precision))};
+  l.nnodes = o.nnodes;
+  l.node_rank = o.node_rank;
+  l.nproc_per_node = o.nproc_per_node;
+  l.master_addr = o.master_addr;
+  l.master_port = o.master_port;
+  l.work_dir = work_dir;
+  l.start_timeout = std::chrono::seconds(std::max(120, o.trial_timeout_s));
+  return l;
+}
+
+// A measured configuration; its cost for the search is its median step time, failures cost infinity.
+struct Measured {
+  CommConfig config;
+  std::string status;  // ok|failed|timeout
+  std::string error;
+  double cost = kFailedCost;
+  std::vector<double> step_times_s;  // raw, max over ranks per step
+  TrialMetrics metrics;
+};
+
+double cost_of(const TrialRecord& t) {
+  if (t.status != "ok" || t.step_times_s.empty()) return kFailedCost;
+  return median(t.step_times_s);
+}
+
+json settings_in_environment() {
+  json j = json::object();
+  for (const auto& spec : all_settings()) {
+    if (auto value = setting_raw(spec.name)) j[spec.name] = *value;
+  }
+  return j;
+}
+
+int planned_search_trials(const std::string& strategy, const SearchSpace& space) {
+  if (strategy == "grid") return static_cast<int>(space.size());
+  int n = 1;  // the start, then one sweep over every knob (further sweeps only when it moved)
+  for (size_t d : space.dims()) n += static_cast<int>(d) - 1;
+  return n;
+}
+
+class Session {
+ public:
+  Session(const TuneOptions& options, Store& store, SessionObserver& observer)
+      : o_(options), store_(store), observer_(observer) {}
+  SessionResult run();
+
+ private:
+  void open_session();
+  Measured run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
+                     std::optional<size_t> candidate_index, const std::string& label);
+  bool budget_allows(int trials_ahead) const;
+  const Measured* find(const CommConfig& config) const;
+  const Measured* best() const;
+  void search();
+  void report_search() const;
+  void hint_compression() const;
+  void gate_compression(Measured& m) const;
+  void decide();
+
+  const TuneOptions& o_;
+  Store& store_;
+  SessionObserver& observer_;
+  std::unique_ptr<WorkerGroup> workers_;
+  std::string work_dir_;
+  std::string strategy_name_;
+  WorkerHello hello_;
+  Fingerprint fp_;
+  int64_t session_id_ = 0;
+  int64_t next_ordinal_ = 0;
+  int trials_run_ = 0;
+  int planned_ = 0;
+  bool any_failed_ = false;
+  Clock::time_point started_ = Clock::now();
+  std::vector<double> trial_walls_;
+  std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
+};
+
+const Measured* Session::find(const CommConfig& config) const {
+  const auto it = std::find_if(measured_.begin(), measured_.end(), [&](const Measured& m) { return m.config == config; });
+  return it == measured_.end() ? nullptr : &*it;
+}
+
+// The fastest search result; the first measured among equals.
+const Measured* Session::best() const {
+  const Measured* best = nullptr;
+  for (const auto& m : measured_) {
+    if (m.cost < kFailedCost && (best == nullptr || m.cost < best->cost)) best = &m;
+  }
+  return best;
+}
+
+void Session::open_session() {
+  if (o_.resume) {
+    const auto record = store_.session(*o_.resume);
+    if (!record) ACS_THROW(InvalidArgument, "--resume {}: no such session in {}", *o_.resume, store_.path());
+    if (record->model_signature != hello_.model_signature || record->world_size != hello_.world_size) {
+      ACS_THROW(Error, "--resume {}: the session tuned model signature {} at world size {}, these workers have {} at {}",
+                *o_.resume, record->model_signature, record->world_size, hello_.model_signature, hello_.world_size);
+    }
+    session_id_ = record->id;
+    int resumed = 0;
+    for (const auto& t : store_.trials(session_id_)) {
+      next_ordinal_ = std::max(next_ordinal_, t.ordinal + 1);
+      if (t.role != "search") continue;  // decision pairs are run again in full
+      Measured m;
+      try {
+        m.config = config_from_json(t.config_json);
+        m.metrics = metrics_from_json(t.metrics_json);
+      } catch (const InvalidArgument& e) {
+        observer_.note(fmt::format("  stored trial {} is unreadable ({}): its configuration is measured again",
+                                   t.ordinal, e.what()));
+        continue;
+      }
+      if (t.status == "ok" && !m.metrics.finite) {
+        observer_.note(fmt::format("  stored trial {} does not say whether its losses stayed finite: measured again",
+                                   t.ordinal));
+        continue;
+      }
+      m.status = t.status;
+      m.error = t.error;
+      m.cost = t.status == "ok" && !*m.metrics.finite ? kFailedCost : cost_of(t);
+      m.step_times_s = t.step_times_s;
+      if (find(m.config) == nullptr) measured_.push_back(std::move(m));
+      ++resumed;
+    }
+    for (auto& m : measured_) gate_compression(m);
+    observer_.note(fmt::format("resuming session {}: {} search trial(s) already measured are reused", session_id_,
+                               resumed));
+    return;
+  }
+  SessionRecord s;
+  s.instance_type = fp_.instance_type;
+  s.model_name = o_.model;
+  s.model_signature = hello_.model_signature;
+  s.precision = to_string(o_.precision);
+  s.world_size = hello_.world_size;
+  s.nnodes = hello_.nnodes;
+  s.batch_size = o_.batch_size;
+  s.strategy = strategy_name_;
+  s.seed = static_cast<int64_t>(o_.seed);
+  s.search_space_json = json(o_.space).dump();
+  s.options_json = json{{"args", o_.args},
+                        {"command_line", o_.command_line},
+                        {"settings", settings_in_environment()},
+                        {"batch_size", o_.batch_size},
+                        {"image_size", o_.image_size},
+                        {"warmup", o_.warmup},
+                        {"steps", o_.steps},
+                        {"repeats", o_.repeats},
+                        {"budget_minutes", o_.budget_minutes},
+                        {"trial_timeout_s", o_.trial_timeout_s},
+                        {"loss_tolerance", o_.loss_tolerance},
+                        {"nproc_per_node", o_.nproc_per_node},
+                        {"notes", o_.notes}}
+                       .dump();
+  s.versions_json = json{{"acspeed", ACSPEED_VERSION_STRING},
+                         {"torch", hello_.torch_version},
+                         {"nccl", hello_.nccl_version},
+                         {"cuda", hello_.cuda_version},
+                         {"backend", hello_.backend},
+                         {"device", hello_.device},
+                         {"protocol", kProtocolVersion},
+                         {"fingerprint", fp_.details}}
+                        .dump();
+  session_id_ = store_.create_session(s);
+}
+
+bool Session::budget_allows(int trials_ahead) const {
+  if (o_.budget_minutes <= 0 || trial_walls_.empty()) return true;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+  const double per_trial = median(trial_walls_);
+  return elapsed + per_trial * trials_ahead <= o_.budget_minutes * 60.0;
+}
+
+Measured Session::run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
+                            std::optional<size_t> candidate_index, const std::string& label) {
+  TrialRecord record;
+  record.session_id = session_id_;
+  record.ordinal = next_ordinal_++;
+  record.role = role;
+  record.config_json = config_to_json(config);
+  record.started_at = utc_now();
+  observer_.trial_started(trials_run_, planned_, label);
+
+  TrialRequest request{record.ordinal, config, o_.warmup, o_.steps};
+  const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
+  record.finished_at = utc_now();
+  trial_walls_.push_back(outcome.wall_s);
+  ++trials_run_;
+
+  Measured m;
+  m.config = config;
+  m.status = std::string(to_string(outcome.status));
+  m.error = outcome.error;
+  if (outcome.status == TrialStatus::kOk) {
+    record.step_times_s = outcome.reply.step_times_s;
+    m.step_times_s = record.step_times_s;
+    m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
+    m.cost = m.metrics.p50_s;
+    if (m.metrics.finite != true) {
+      m.status = "failed";
+      m.error = "a loss became NaN/Inf during the trial";
+      m.cost = kFailedCost;
+    }
+  }
+  m.metrics.pair = pair;
+  if (candidate_index) m.metrics.candidate_index = static_cast<int>(*candidate_index);
+  record.status = m.status;
+  record.error = m.error;
+  record.metrics_json = metrics_to_json(m.metrics);
+  store_.add_trial(record);  // written as it happens: a killed tuner loses no completed trial
+  if (m.status != "ok") any_failed_ = true;
+
+  TrialEvent event{record.ordinal, role, label, m.status, m.error, m.metrics, std::nullopt, 0};
+  const Measured* fastest = best();
+  if (role == "search" && m.cost < kFailedCost && (fastest == nullptr || m.cost < fastest->cost)) fastest = &m;
+  if (fastest != nullptr) {
+    event.best_config = fastest->config;
+    event.best_cost_s = fastest->cost;
+  }
+  observer_.trial_finished(event);
+  return m;
+}
+
+void Session::search() {
+  StrategyOptions strategy_options;
+  strategy_options.seed = o_.seed;
+  auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
+  while (auto point = strategy->next()) {
+    const CommConfig config = o_.space.config_at(*point);
+    if (const Measured* known = find(config)) {
+      strategy->report(*point, known->cost);
+      continue;
+    }
+    // Keep room for this trial and the decision's pairs.
+    if (trials_run_ > 0 && !budget_allows(1 + 2 * o_.repeats)) {
+      observer_.note(fmt::format("time budget of {:g} min: search stopped after {} trial(s)", o_.budget_minutes,
+                                 trials_run_));
+      break;
+    }
+    Measured m = run_trial(config, "search", std::nullopt, o_.space.ordinal_of(*point), config.describe());
+    gate_compression(m);
+    strategy->report(*point, m.cost);
+    measured_.push_back(std::move(m));
+  }
+}
+
+void Session::gate_compression(Measured& m) const {
+  if (m.config.compression == Compression::kNone || m.cost == kFailedCost || !m.metrics.loss) return;
+  // Every trial starts from the same weights and batch, so an uncompressed trial's final loss is the
+  // reference; the decision pairs check again against the paired baseline.
+  for (const auto& other : measured_) {
+    if (other.config.compression != Compression::kNone || other.cost == kFailedCost || !other.metrics.loss) continue;
+    if (!loss_within_tolerance(*m.metrics.loss, *other.metrics.loss, o_.loss_tolerance, other.metrics.loss_first)) {
+      m.cost = kFailedCost;
+      observer_.note(fmt::format("  {} compression rejected: loss {:.6g} vs {:.6g} uncompressed (--loss-tolerance {:g})",
+                                 to_string(m.config.compression), *m.metrics.loss, *other.metrics.loss,
+                                 o_.loss_tolerance));
+    }
+    return;
+  }
+}
+
+void Session::hint_compression() const {
+  if (o_.compression_searched) return;
+  // The share of the default config's step spent waiting for communication, from the probe.
+  const Measured* defaults = find(o_.space.config_at(o_.space.default_point()));
+  if (defaults == nullptr || defaults->cost == kFailedCost) return;
+  const auto& m = defaults->metrics;
+  const auto comm = m.exposed_comm_s ? m.exposed_comm_s : m.comm_s;
+  if (!comm || m.p50_s <= 0) return;
+  const double share = *comm / m.p50_s;
+  if (share >= 0.4) {
+    observer_.note(fmt::format(
+        "note: communication is {:.0f}% of the step ({} of {}) and compression was not searched: "
+        "`--compression none,fp16` (or bf16) may help; it changes numerics, so the tuner only keeps it when the "
+        "loss stays within --loss-tolerance",
+        share * 100, format_seconds(*comm), format_seconds(m.p50_s)));
+  }
+}
+
+void Session::report_search() const {
+  std::vector<SearchResult> results;
+  for (const auto& m : measured_) results.push_back({m.config, m.status, m.cost, m.metrics});
+  std::stable_sort(results.begin(), results.end(),
+                   [](const SearchResult& a, const SearchResult& b) { return a.cost_s < b.cost_s; });
+  observer_.search_finished(results);
+}
+
+void Session::decide() {
+  const Measured* fastest = best();
+  if (fastest == nullptr) ACS_THROW(Error, "every search trial failed: nothing to decide (see the errors above)");
+  const Measured& best = *fastest;  // the pairs below are not search results: measured_ stays as it is
+
+  Decision decision;
+  // The workers count the nodes by the rule `import acspeed` looks up with (node_count.h).
+  decision.key = {fp_.instance_type, hello_.model_signature, std::string(to_string(o_.precision)), hello_.world_size,
+                  hello_.nnodes};
+  decision.model_name = o_.model;
+  decision.session_id = session_id_;
+  decision.torch_version = hello_.torch_version;
+  decision.nccl_version = hello_.nccl_version;  // torch's, what `import acspeed` compares with
+  decision.cuda_version = hello_.cuda_version;
+  decision.batch_size = o_.batch_size;
+  json evidence = {{"seed", o_.seed},
+                   {"method", kDecisionMethod},
+                   {"candidate", best.config},
+                   {"search", {{"strategy", strategy_name_}, {"measured", measured_.size()}, {"best_p50_s", best.cost}}}};
+  const RuleOptions rule{o_.loss_tolerance, o_.seed};
+
+  std::vector<PairRun> pairs;
+  std::string stopped_because;
+  if (!best.config.is_default()) {
+    observer_.note(fmt::format("\nconfirming {} against DDP defaults in {} alternated pairs", best.config.describe(),
+                               o_.repeats));
+    const CommConfig baseline;
+    for (int i = 0; i < o_.repeats && stopped_because.empty(); ++i) {
+      PairRun pair;
+      pair.candidate_first = i % 2 == 0;
+      Measured runs[2];  // candidate, baseline
+      for (int k = 0; k < 2; ++k) {
+        const bool is_candidate = (k == 0) == pair.candidate_first;
+        runs[is_candidate ? 0 : 1] =
+            run_trial(is_candidate ? best.config : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
+                      fmt::format("pair {} {}", i + 1, is_candidate ? best.config.describe() : "DDP defaults"));
+      }
+      const Measured& c = runs[0];
+      const Measured& b = runs[1];
+      if (c.status != "ok") {
+        stopped_because = fmt::format("the candidate failed in pair {}: {}", i + 1, c.error);
+        break;
+      }
+      if (b.status != "ok") {
+        stopped_because = fmt::format("the DDP-defaults baseline failed in pair {}: {}", i + 1, b.error);
+        break;
+      }
+      pair.candidate_steps_s = c.step_times_s;
+      pair.baseline_steps_s = b.step_times_s;
+      pair.candidate_loss = c.metrics.loss;
+      pair.baseline_loss = b.metrics.loss;
+      pair.baseline_loss_first = b.metrics.loss_first;
+      stopped_because = pair_rejection(best.config, pair, rule);
+      pairs.push_back(std::move(pair));
+    }
+    evidence["pairs"] = pairs;
+    evidence["loss_tolerance"] = o_.loss_tolerance;
+  }
+  const Verdict verdict = judge(best.config, pairs, stopped_because, rule);
+  decision.config = verdict.accepted ? best.config : CommConfig{};
+  decision.note = verdict.note;
+  decision.speedup = verdict.speedup;
+  decision.ci_low = verdict.ci_low;
+  decision.ci_high = verdict.ci_high;
+  if (!verdict.pair_speedups.empty()) evidence["pair_speedups"] = verdict.pair_speedups;
+  decision.evidence_json = evidence.dump();
+  const int64_t id = store_.add_decision(decision, true);
+  if (best.config.is_default()) {
+    observer_.note(fmt::format("decision {}: {}", id, decision.note));
+  } else {
+    observer_.note(fmt::format("decision {} (active for {} / {} / {} / world size {} / {} node(s)): {}", id,
+                               decision.key.instance_type, o_.model, decision.key.precision, hello_.world_size,
+                               decision.key.nnodes,
+                               decision.note));
+  }
+}
+
+SessionResult Session::run() {
+  SessionResult result;
+  work_dir_ = make_work_dir();
+  strategy_name_ = resolve_strategy_name(o_.strategy, o_.space);
+  workers_ = std::make_unique<WorkerGroup>(make_launch(o_, work_dir_));
+  std::string outcome = "failed";
+  try {
+    observer_.note("starting the trial workers...");
+    hello_ = workers_->start();
+    fp_ = fingerprint({hello_.torch_version});
+    store_.record_instance_type(fp_);
+    observer_.note(fmt::format("workers: world size {} ({} node(s)), {} on {}, model {} ({} parameters, {:.1f} MiB "
+                               "of gradients), signature {}, probe: {}",
+                               hello_.world_size, hello_.nnodes, hello_.backend, hello_.device, hello_.model,
+                               hello_.param_count, static_cast<double>(hello_.param_bytes) / (1 << 20),
+                               hello_.model_signature, hello_.probe.empty() ? "none" : hello_.probe));
+    open_session();
+    observer_.note(fmt::format("session {} in {}", session_id_, store_.path()));
+    planned_ = planned_search_trials(strategy_name_, o_.space) + 2 * o_.repeats;
+    search();
+    report_search();
+    hint_compression();
+    decide();
+    outcome = "done";
+    result.status = SessionResult::Status::kDone;
+  } catch (const process::Interrupted& e) {
+    outcome = "interrupted";
+    result.status = SessionResult::Status::kInterrupted;
+    result.signal = e.signo();
+  } catch (const InvalidArgument& e) {
+    result.error = e.what();
+    result.usage_error = true;
+  } catch (const Error& e) {
+    result.error = e.what();
+  }
+  workers_.reset();
+  if (session_id_ > 0) store_.finish_session(session_id_, outcome);
+  result.session_id = session_id_;
+  result.trials_stored = next_ordinal_;
+  const bool failed = result.status == SessionResult::Status::kFailed && !result.usage_error;
+  if (any_failed_ || failed) {
+    result.kept_logs = work_dir_;
+  } else {
+    std::error_code ec;
+    std::filesystem::remove_all(work_dir_, ec);
+  }
+  return result;
+}
+
+}  // namespace
+
+TuneOptions tune_options_for(bool gpu) {
+  const TuneDefaults& d = tune_defaults(gpu);
+  TuneOptions o;
+  o.nproc_per_node = d.nproc_per_node;
+  o.batch_size = d.batch_size;
+  o.image_size = d.image_size;
+  o.warmup = d.warmup;
+  o.steps = d.steps;
+  o.repeats = d.repeats;
+  o.budget_minutes = d.budget_minutes;
+  o.space.bucket_mb = d.bucket_mb;
+  o.space.streams = d.streams;
+  return o;
+}
+
+std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& instance_type) {
+  std::vector<std::string> lines;
+  for (const auto& note : o.notes) lines.push_back(fmt::format("note: {}", note));
+  std::string head = fmt::format("plan: tune {} ({} precision) on {}: {} node(s) x {} rank(s), batch {} per device",
+                                 o.model, to_string(o.precision), instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
+  if (o.model.find(':') == std::string::npos) head += fmt::format(", {}x{} images", o.image_size, o.image_size);
+  lines.push_back(head);
+  lines.push_back(fmt::format("  search space: {}", o.space.describe()));
+  for (const auto& pinned : o.space.pinned) lines.push_back(fmt::format("  pinned (not searched): {}", pinned));
+  const std::string strategy_name = resolve_strategy_name(o.strategy, o.space);
+  std::string summary;
+  for (const auto& info : strategies()) {
+    if (info.name == strategy_name) summary = info.summary;
+  }
+  lines.push_back(fmt::format("  strategy: {}: {} ({} {} trial(s)), seed {}", strategy_name, summary,
+                              strategy_name == "grid" ? "exactly" : "about",
+                              planned_search_trials(strategy_name, o.space), o.seed));
+  lines.push_back(fmt::format("  each trial: {} warm-up + {} timed steps, timeout {} s; decision: {} alternated pairs vs "
+                              "DDP defaults",
+                              o.warmup, o.steps, o.trial_timeout_s, o.repeats));
+  if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
+  if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
+  WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");
+  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : "");
+  for (auto& arg : argv) {
+    if (arg == "--master_port=0") arg = "--master_port=<a free port>";
+  }
+  lines.push_back(fmt::format("  workers (node {}): {}", o.node_rank, fmt::join(argv, " ")));
+  return lines;
+}
+
+SessionResult run_session(const TuneOptions& options, Store& store, SessionObserver& observer) {
+  Session session(options, store, observer);
+  return session.run();
+}
+
+void supervise_node(const TuneOptions& options, SessionObserver& observer) {
+  const std::string work_dir = make_work_dir();
+  observer.note(fmt::format("node {}: supervising the local workers; node 0 ({}:{}) coordinates and writes the store",
+                            options.node_rank, options.master_addr, options.master_port));
+  supervise_workers(make_launch(options, work_dir), std::chrono::seconds(std::max(600, 2 * options.trial_timeout_s)),
+                    [&observer](const std::string& line) { observer.note(line); });
+}
+
+}  // namespace acspeed::tuner
