@@ -39,6 +39,7 @@ def parse_args(argv=None):
     parser.add_argument("--model", default="resnet50",
                         help="a torchvision classification model name, or pkg.module:function returning "
                              "(model, make_batch) where make_batch(batch_size) returns (inputs, targets)")
+    # Its own list of acspeed's precisions: the script must run with `import acspeed` commented out.
     parser.add_argument("--precision", default="fp32", choices=("amp", "fp32", "fp16", "bf16"),
                         help="amp = autocast (fp16 on GPU, bf16 on CPU)")
     parser.add_argument("--batch-size", type=int, help=f"per device (default {GPU_DEFAULTS[0]} GPU, {CPU_DEFAULTS[0]} CPU)")
@@ -86,6 +87,8 @@ def build_model(name: str, image_size: int, device):
 
 
 def machines(world_size: int) -> int:
+    """The "NM" of the output line, counted in the order of acspeed's node-count rule
+    (runtime/node_count.h); a copy of its own, as the script must run with `import acspeed` commented out."""
     for name in ("NNODES", "GROUP_WORLD_SIZE"):
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])

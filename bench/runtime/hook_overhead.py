@@ -44,10 +44,9 @@ def worker(rank: int, world_size: int, store: str, args, results) -> None:
     import torchvision  # noqa: PLC0415
     import acspeed.hooks  # noqa: PLC0415
     from acspeed import _runtime  # noqa: PLC0415
-    from acspeed.config import Config  # noqa: PLC0415
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
 
-    flat = Config.from_canonical(_runtime.core().config_from_json('{"version": 1}')[0])
+    flat = _runtime.core().CommConfig()  # DDP's defaults: flat allreduce, one stream, uncompressed
     generator = torch.Generator().manual_seed(rank)
     data = (torch.randn(args.batch_size, 3, 32, 32, generator=generator),
             torch.randint(0, 10, (args.batch_size,), generator=generator))

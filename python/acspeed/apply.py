@@ -11,13 +11,15 @@ import contextlib
 import gc
 import threading
 import weakref
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import torch.distributed as dist
 
 from . import _log, _runtime, decision, hooks, nccl
-from .config import Config
+
+if TYPE_CHECKING:
+    from ._core import CommConfig
 
 _MIB = 1024 * 1024
 _forced = threading.local()
@@ -46,7 +48,7 @@ def _ddp_group(arguments: dict):
     return group if group is not None else dist.distributed_c10d._get_default_group()
 
 
-def _set_knobs(arguments: dict, parameters, config: Config, notes: list) -> Optional[float]:
+def _set_knobs(arguments: dict, parameters, config: "CommConfig", notes: list) -> Optional[float]:
     """Puts the config's constructor knobs into DDP's bound arguments unless the caller chose them;
     returns the first-bucket size (MiB) to apply during construction, or None."""
     explicit = set(arguments)
@@ -65,7 +67,7 @@ def _set_knobs(arguments: dict, parameters, config: Config, notes: list) -> Opti
     return _first_bucket_mb(arguments, parameters, config, notes)
 
 
-def _first_bucket_mb(arguments: dict, parameters, config: Config, notes: list) -> Optional[float]:
+def _first_bucket_mb(arguments: dict, parameters, config: "CommConfig", notes: list) -> Optional[float]:
     """The first-bucket size to apply, or None. Older torch reads it from a module constant at
     construction; newer torch ignores that constant once bucket_cap_mb is given, and there a
     per-bucket list [first, rest] says the same thing (the last limit repeats)."""
@@ -121,7 +123,7 @@ def _decide(module, group, device) -> decision.Decision:
     try:
         off = decision.disabled_locally()
     except (ValueError, _runtime.RuntimeUnavailable) as error:
-        off = decision.Decision(source="error", config_json=None, message=f"{error}; using DDP defaults")
+        off = decision.Decision(source="error", config=None, message=f"{error}; using DDP defaults")
     if off is not None:
         return off
     mine = decision.lookup(module, group.size()) if group.rank() == 0 else None
@@ -142,19 +144,19 @@ def construct(original, signature, ddp, args, kwargs) -> None:
     found = _decide(module, group, device)
     if found.source == "error" and _runtime.strict_or_off():
         raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): {found.message}")
-    if found.config_json is None:
+    config = found.config
+    if config is None:
         _report(found, [])
         original(ddp, *args, **kwargs)
         return
-    config = Config.from_canonical(found.config_json)
     notes: list = []
     del arguments["self"]
     first_bucket_mb = _set_knobs(arguments, signature.parameters, config, notes)
     with _first_bucket(first_bucket_mb):
         original(ddp, **arguments)
     if "nccl" in str(dist.get_backend(group)):  # "nccl", or a mixed "cpu:gloo,cuda:nccl"
-        nccl.publish_rules(config.json)
-    if _runtime.core().config_needs_hook(config.json):
+        nccl.publish_rules(config.to_json())
+    if config.needs_comm_hook():
         blocker = _hook_blocker(ddp, group)
         if blocker is not None:
             notes.append(blocker)

@@ -24,7 +24,7 @@ before the future DDP waits on completes.
 """
 import dataclasses
 import weakref
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -33,9 +33,14 @@ from . import _log, _runtime, decision, scaler
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
 from .collectives import Collectives
-from .config import Config
 from .issue import Job, block_stream, issuer_for
 from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, describe_failures
+
+if TYPE_CHECKING:
+    from ._core import CommConfig
+
+# A config's compression (validated by the runtime) as the dtype gradients travel in; None: uncompressed.
+_COMPRESSION_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def _nonfinite(tensor: torch.Tensor) -> torch.Tensor:
@@ -60,7 +65,7 @@ class HookState:
     reusable buffers, an optional observer, the guard's counter, and the user's hook once they
     register one. One per DDP model."""
 
-    def __init__(self, config: Config, lanes: List[Lane], collectives: Collectives, world_size: int,
+    def __init__(self, config: "CommConfig", lanes: List[Lane], collectives: Collectives, world_size: int,
                  compression: Optional[torch.dtype], device: torch.device, issuer, strict: bool):
         self.config = config
         self.lanes = lanes
@@ -81,7 +86,7 @@ class HookState:
         self._guarded: List[_Guarded] = []   # this step's guarded buckets, in bucket order
 
     @classmethod
-    def create(cls, config: Config, group, params: List[torch.nn.Parameter]) -> "HookState":
+    def create(cls, config: "CommConfig", group, params: List[torch.nn.Parameter]) -> "HookState":
         """Collective over the default group (new process groups) and over `group` (topology,
         agreement, probes). If any rank cannot build its part, every rank raises RuntimeError (none
         is left waiting) naming the ranks and their errors."""
@@ -104,7 +109,7 @@ class HookState:
             if failed:
                 raise RuntimeError(describe_failures(failed))
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
-            wanted = config.compression_dtype
+            wanted = _COMPRESSION_DTYPES[config.compression]
             needs_probe = config.algorithm != "allreduce" or wanted is not None
             collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device) \
                 if needs_probe else Collectives(native={})
@@ -290,7 +295,7 @@ def attach_observer(ddp, observer) -> None:
     state.observer = observer
 
 
-def install(ddp, config: Config, group) -> HookState:
+def install(ddp, config: "CommConfig", group) -> HookState:
     """Builds the hook state for `ddp` and registers the hook (collective). The lanes are released
     when the DDP object is garbage-collected, or earlier by HookState.close()."""
     state = HookState.create(config, group, [p for p in ddp.module.parameters() if p.requires_grad])

@@ -38,6 +38,8 @@ import traceback
 import torch
 import torch.distributed as dist
 
+from acspeed import _runtime
+
 PROTOCOL_VERSION = 1
 _PR_SET_PDEATHSIG = 1
 
@@ -57,7 +59,7 @@ def _parse_args(argv):
     parser.add_argument("--model", required=True)
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--precision", choices=["amp", "fp32", "fp16", "bf16"], default="fp32")
+    parser.add_argument("--precision", choices=_runtime.core().PRECISIONS, default="fp32")
     parser.add_argument("--control", help="the tuner's Unix socket (rank 0 only)")
     return parser.parse_args(argv)
 
@@ -251,6 +253,7 @@ def main(argv=None) -> int:
         trainer = Trainer(args, device)
         from acspeed.decision import model_signature  # noqa: PLC0415 - the key `import acspeed` looks up
         signature = model_signature(trainer.model)
+        nnodes = _runtime.core().node_count(dist.get_world_size())  # counted as `import acspeed` counts them
     except Exception as error:  # noqa: BLE001 - reported to the tuner, then the workers end
         print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}", file=sys.stderr, flush=True)
         if control is not None:
@@ -264,7 +267,7 @@ def main(argv=None) -> int:
         params = trainer.params()
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
         control.send({"v": PROTOCOL_VERSION, "type": "hello", "world_size": dist.get_world_size(),
-                      "nnodes": dist.get_world_size() // local_world, "local_world_size": local_world,
+                      "nnodes": nnodes, "local_world_size": local_world,
                       "backend": dist.get_backend(), "device": device.type, "model": args.model,
                       "model_signature": signature, "param_count": sum(p.numel() for p in params),
                       "param_bytes": sum(p.numel() * p.element_size() for p in params),

@@ -20,12 +20,6 @@ using namespace acspeed;
 
 namespace {
 
-std::tuple<std::string, std::vector<std::string>> parse_config(const std::string& text) {
-  std::vector<std::string> warnings;
-  auto config = config_from_json(text, &warnings);
-  return {config_to_json(config), warnings};
-}
-
 std::tuple<CommConfig, std::vector<std::string>> typed_config(const std::string& text) {
   std::vector<std::string> warnings;
   auto config = config_from_json(text, &warnings);
@@ -47,7 +41,6 @@ py::dict resolve(const std::string& instance_type, const std::string& signature,
   }
   py::dict out;
   out["source"] = std::string(to_string(r.source));
-  out["config"] = config_to_json(r.config);
   out["comm_config"] = r.config;
   out["applied"] = r.applied;
   out["message"] = r.message;
@@ -109,14 +102,6 @@ PYBIND11_MODULE(_core, m) {
       .def("describe", &CommConfig::describe)
       .def("needs_comm_hook", &CommConfig::needs_comm_hook)
       .def("is_default", &CommConfig::is_default)
-      .def("with_env_pins",
-           [](const CommConfig& c) {
-             CommConfig pinned = c;
-             auto fields = apply_env_pins(pinned);
-             return std::make_tuple(pinned, fields);
-           },
-           "This config with the ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION pins applied; returns "
-           "(config, pinned field names).")
       .def("__eq__", [](const CommConfig& a, const CommConfig& b) { return a == b; })
       .def("__repr__", [](const CommConfig& c) { return "CommConfig(" + c.describe() + ")"; })
       .def(py::pickle([](const CommConfig& c) { return config_to_json(c); },
@@ -125,17 +110,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("node_count", &node_count, py::arg("world_size"),
         "Machines in the job: NNODES, else GROUP_WORLD_SIZE, else world size / LOCAL_WORLD_SIZE, else 1; "
         "ValueError names a variable that is set but not a count of 1 to the world size.");
-  m.def("config_from_json", &parse_config, py::arg("text"),
-        "Validates a config JSON; returns (canonical_json, warnings). ValueError names a bad value.");
-  m.def("config_describe", [](const std::string& text) { return config_from_json(text).describe(); });
-  m.def("config_needs_hook", [](const std::string& text) { return config_from_json(text).needs_comm_hook(); });
-  m.def("config_is_default", [](const std::string& text) { return config_from_json(text).is_default(); });
-  m.def("default_config_json", [] { return config_to_json(CommConfig{}); });
-  m.def("apply_env_pins", [](const std::string& text) {
-    auto config = config_from_json(text);
-    auto pinned = apply_env_pins(config);
-    return std::make_tuple(config_to_json(config), pinned);
-  });
   m.def("model_signature", [](const std::vector<std::tuple<std::string, std::vector<int64_t>, std::string>>& params) {
     std::vector<ParamInfo> infos;
     infos.reserve(params.size());

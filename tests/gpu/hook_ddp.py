@@ -116,7 +116,7 @@ def main():
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import acspeed.hooks
-    from acspeed.config import Config
+    from acspeed import _runtime
 
     cuda = args.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
@@ -136,7 +136,7 @@ def main():
         if stock is not None:
             ddp.register_comm_hook(None, stock)
         if hook_config is not None:
-            acspeed.hooks.install(ddp, Config.from_canonical(hook_config), dist.group.WORLD)
+            acspeed.hooks.install(ddp, _runtime.core().CommConfig.from_json(hook_config)[0], dist.group.WORLD)
         return ddp
 
     results, ok = [], True

@@ -281,6 +281,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         "pin_streams_abc": {"ACSPEED_STREAMS": "abc"},
         "pin_algorithm_ring": {"ACSPEED_ALGORITHM": "ring"},
         "disable_maybe": {"ACSPEED_DISABLE": "maybe"},
+        "nnodes_two": {"NNODES": "two"},  # the lookup key's node count: counted by the runtime's rule
     }
     for name, env in bad.items():
         with environment(**env):

@@ -38,10 +38,13 @@ def test_bad_configs_are_value_errors_naming_the_value(core):
         core.CommConfig().streams = 3  # read-only: a config is validated once, in C++
 
 
-def test_pins_apply_to_the_typed_config(core, monkeypatch):
+def test_lookup_returns_the_pinned_typed_config(core, monkeypatch, isolated_store):
+    for name in ("ACSPEED_CONFIG", "ACSPEED_DISABLE", "NNODES"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ACSPEED_STREAMS", "3")
-    pinned, fields = core.CommConfig().with_env_pins()
-    assert pinned.streams == 3 and fields == ["streams"]
+    result = core.resolve("box", "sig", "", 4, None)
+    assert result["pinned"] == ["streams"] and result["applied"]
+    assert result["comm_config"].streams == 3 and result["comm_config"].needs_comm_hook()
 
 
 def test_one_precision_list_and_one_node_count_rule(core, monkeypatch):

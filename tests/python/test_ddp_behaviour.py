@@ -75,7 +75,7 @@ def test_torch_compile(observed):
 
 @pytest.mark.parametrize("case", ["missing_file", "not_json", "unknown_algorithm", "streams_0",
                                   "bucket_negative", "bucket_zero", "pin_streams_abc", "pin_algorithm_ring",
-                                  "disable_maybe"])
+                                  "disable_maybe", "nnodes_two"])
 def test_bad_input_warns_once_and_keeps_ddp_defaults(observed, case):
     seen = observed[0][f"bad/{case}"]
     assert not seen["hook"] and seen["cap"] == DDP_DEFAULT_CAP and seen["equal"]
@@ -87,12 +87,14 @@ def test_bad_input_warns_once_and_keeps_ddp_defaults(observed, case):
 
 def test_bad_input_messages_name_the_value(observed):
     messages = {case: observed[0][f"bad/{case}"]["log"][0][1] for case in
-                ("unknown_algorithm", "streams_0", "bucket_negative", "pin_streams_abc", "disable_maybe")}
+                ("unknown_algorithm", "streams_0", "bucket_negative", "pin_streams_abc", "disable_maybe",
+                 "nnodes_two")}
     assert "'ring'" in messages["unknown_algorithm"] and "allreduce" in messages["unknown_algorithm"]
     assert "streams 0" in messages["streams_0"]
     assert "-1" in messages["bucket_negative"]
     assert "abc" in messages["pin_streams_abc"]
     assert "maybe" in messages["disable_maybe"]
+    assert "NNODES='two'" in messages["nnodes_two"]
 
 
 def test_sparse_gradients_step_aside(observed):

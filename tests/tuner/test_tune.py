@@ -145,7 +145,7 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
     assert bench.returncode == 0, bench.stderr[-3000:]
     sys.path.insert(0, str(repo_root / "python"))
     from acspeed import _core  # noqa: PLC0415
-    described = _core.config_describe(decision["config_json"])
+    described = _core.CommConfig.from_json(decision["config_json"])[0].describe()
     assert f"applied decision #{decision['id']} ({described})" in bench.stdout + bench.stderr, bench.stderr[-3000:]
 
 
