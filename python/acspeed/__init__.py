@@ -24,5 +24,22 @@ def configure(precision=None, grad_scaler=None) -> None:
     scaler.configure(grad_scaler)
 
 
-nccl.export_plugin()
-_patch.install()
+def _start() -> None:
+    """Points NCCL at the bundled plugin and patches DDP, unless this environment's Python or torch
+    is one the installed package does not support: then one warning naming the versions, and DDP
+    runs untouched (ACSPEED_STRICT=1, or no torch at all: ImportError)."""
+    import importlib.util  # noqa: PLC0415
+    from . import _runtime, _supported  # noqa: PLC0415
+    unsupported = _supported.problems()
+    if not unsupported:
+        nccl.export_plugin()
+        _patch.install()
+        return
+    message = "; ".join(unsupported)
+    if importlib.util.find_spec("torch") is None or _runtime.strict_or_off():
+        raise ImportError(message)
+    from . import _log  # noqa: PLC0415
+    _log.warn(f"{message}: not applied, DDP runs with its defaults")
+
+
+_start()
