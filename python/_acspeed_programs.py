@@ -1,11 +1,12 @@
 """The console entry points `acspeed-tune` and `acspeed-testbed` (pyproject.toml's scripts): each
-replaces itself with the executable of the same name bundled in this package (acspeed/bin/), which
-finds this package and this environment's interpreter relative to itself."""
+replaces itself with the executable of the same name bundled in the acspeed package (acspeed/bin/),
+which finds its package and this environment's interpreter relative to itself. A module of its own
+beside the package, not inside it: importing `acspeed` patches DDP and needs torch, a program does not."""
 import os
 import pathlib
 import sys
 
-BIN = pathlib.Path(__file__).resolve().parent / "bin"
+BIN = pathlib.Path(__file__).resolve().parent / "acspeed" / "bin"
 
 
 def _exec(name: str) -> None:
