@@ -85,21 +85,21 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
     links.clear();
     for (const auto& text : split_list(vm["link"].as<std::string>())) links.push_back(testbed::parse_rate("--link", text));
   }
-  auto store = open_store(global, false);
-  const SessionRecord session = pick_session(*store, vm);
-  std::vector<int> node_counts = {session.nnodes};
+  std::vector<int> node_counts;  // empty: the session's
   if (vm.count("nnodes")) {
-    node_counts.clear();
     for (const auto& text : split_list(vm["nnodes"].as<std::string>())) {
       node_counts.push_back(static_cast<int>(parse_int("--nnodes", text, 1, 4096)));
     }
   }
-  const int calibration_per_node = session.nnodes > 0 ? session.world_size / session.nnodes : session.world_size;
-  int per_node = calibration_per_node;
-  if (vm.count("nproc-per-node")) {
-    per_node = vm["nproc-per-node"].as<int>();
-    if (per_node < 1) ACS_THROW(InvalidArgument, "--nproc-per-node {} must be at least 1", per_node);
+  if (vm.count("nproc-per-node") && vm["nproc-per-node"].as<int>() < 1) {
+    ACS_THROW(InvalidArgument, "--nproc-per-node {} must be at least 1", vm["nproc-per-node"].as<int>());
   }
+  auto store = open_store(global, false);
+  const SessionRecord session = pick_session(*store, vm);
+  if (node_counts.empty()) node_counts = {static_cast<int>(session.nnodes)};
+  const int calibration_per_node =
+      static_cast<int>(session.nnodes > 0 ? session.world_size / session.nnodes : session.world_size);
+  const int per_node = vm.count("nproc-per-node") ? vm["nproc-per-node"].as<int>() : calibration_per_node;
 
   const tuner::StepModel model = tuner::session_model(*store, session);
   std::vector<std::string> notes;
@@ -117,7 +117,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
                                 "type): --link is compared with the rate the fit measured, {:.0f} Mbit/s",
                                 fitted_bps / 1e6));
   }
-  if (per_node != calibration_per_node || node_counts != std::vector<int>{session.nnodes}) {
+  if (per_node != calibration_per_node || node_counts != std::vector<int>{static_cast<int>(session.nnodes)}) {
     notes.push_back("other node counts: each rank keeps its measured compute, each node its link; the wire bytes "
                     "follow ring allreduce (2(W-1)/W of the gradients over W ranks; hierarchical: over the nodes)");
   }
