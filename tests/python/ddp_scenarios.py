@@ -398,12 +398,14 @@ def _grads_after_one_step(ddp, rank: int, value: float) -> torch.Tensor:
 
 
 def guard(rank: int, world_size: int) -> dict:
-    """fp16 compression meets a gradient fp16 cannot hold (1e6 > 65504), then a true Inf."""
+    """fp16 compression meets a gradient fp16 cannot hold (1e6 > 65504), then a true Inf; bf16
+    compression (fp32's exponent range: no guard) meets a true Inf."""
     captured = Captured()
     out = {}
-    for name, value in (("overflow", 1e6), ("inf", float("inf"))):
+    for name, value, compression in (("overflow", 1e6, "fp16"), ("inf", float("inf"), "fp16"),
+                                      ("bf16_inf", float("inf"), "bf16")):
         base = _grads_after_one_step(plain_ddp(make_model()), rank, value)
-        ddp = acspeed.apply.wrap(make_model(), config(compression="fp16", bucket_cap_mb=0.001))
+        ddp = acspeed.apply.wrap(make_model(), config(compression=compression, bucket_cap_mb=0.001))
         grads = _grads_after_one_step(ddp, rank, value)
         first_numel = next(ddp.module.parameters()).numel()
         finite = torch.isfinite(base)
