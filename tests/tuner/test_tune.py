@@ -107,8 +107,9 @@ def test_a_model_that_cannot_be_built_is_a_usage_error(tune, isolated_store, mod
 
 @pytest.mark.slow
 def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_store, repo_root, tmp_path):
+    # A stale NNODES in the tuner's environment: the workers count nodes by the launch (--nnodes 1).
     result = tune("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
-                  "--streams", "1,2", "--strategy", "grid", *FAST)
+                  "--streams", "1,2", "--strategy", "grid", *FAST, env=dict(os.environ, NNODES="3"))
     sessions = rows(isolated_store, "SELECT * FROM sessions")
     assert len(sessions) == 1 and sessions[0]["status"] == "done"
     assert sessions[0]["seed"] == 7 and sessions[0]["strategy"] == "grid"
@@ -126,6 +127,7 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
     assert len(decisions) == 1, decisions
     decision = decisions[0]
     assert decision["session_id"] == sessions[0]["id"] and decision["world_size"] == 2
+    assert decision["nnodes"] == 1
     pairs = [t for t in trials if t["role"] in ("candidate", "baseline")]
     if pairs:  # the best search config was not DDP's defaults: it was confirmed in >= 3 pairs
         assert len(pairs) == 6
