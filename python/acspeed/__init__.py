@@ -29,12 +29,13 @@ def _start() -> None:
     is one the installed package does not support: then one warning naming the versions, and DDP
     runs untouched (ACSPEED_STRICT=1, or no torch at all: ImportError)."""
     import importlib.util  # noqa: PLC0415
-    from . import _runtime, _supported  # noqa: PLC0415
+    from . import _supported  # noqa: PLC0415
     unsupported = _supported.problems()
     if not unsupported:
         nccl.export_plugin()
         _patch.install()
         return
+    from . import _runtime  # noqa: PLC0415
     message = "; ".join(unsupported)
     if importlib.util.find_spec("torch") is None or _runtime.strict_or_off():
         raise ImportError(message)
