@@ -15,7 +15,7 @@ first, and the comparisons rotate between pairs. Statistic per comparison: the g
 per-pair ratios (candidate / baseline step time, < 1 is faster) with its 95% bootstrap interval
 (bench/stats.py). Raw per-step times (max over ranks) go to the JSON file, which is never overwritten.
 
-    python3 bench/runtime/hooks_vs_stock.py                   # both links, 10 pairs: about 45 minutes on 2 cores
+    python3 bench/runtime/hooks_vs_stock.py                   # both links, 10 pairs: ~20 min quiet, 61 min at load 13-20
     python3 bench/runtime/hooks_vs_stock.py --pairs 2 --links 2x1@1gbit --out /tmp/smoke.json   # a smoke run
     python3 bench/runtime/hooks_vs_stock.py --from-json FILE  # the table of an earlier run
 

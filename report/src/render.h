@@ -32,6 +32,7 @@ std::string csv_field(std::string_view text);
 std::string format_ms(std::optional<double> seconds);        // "54.20"
 std::string format_rate(std::optional<double> per_second);    // "597.3"
 std::string format_ratio(std::optional<double> ratio);        // "1.23x"
+std::string format_percent(std::optional<double> fraction);   // "83%"
 std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
 // The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
 // without a decision.

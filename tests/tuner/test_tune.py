@@ -61,7 +61,7 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
                   "--algorithms", "allreduce,reduce_scatter", "--seed", "3", "--dry-run")
     out = result.stdout
     assert "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2,4 x compression none = 24 configs" in out
-    assert "strategy: descent" in out and "seed 3" in out
+    assert "strategy: model" in out and "seed 3" in out
     assert "torch.distributed.run" in out and "acspeed.worker" in out
     assert "nothing launched" in out
     assert not isolated_store.exists()

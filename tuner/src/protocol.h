@@ -9,10 +9,12 @@
 //                     "probe":"cpu-timers"}
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
-//   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5}
+//   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5,
+//                     "mode":"compute"}   (mode: absent = "ddp"; see TrialMode)
 //   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
 //                     "loss_first":6.9,"loss":6.8,"finite":true,"rebuild_s":0.4,
-//                     "compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers"}
+//                     "compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
+//                     "bucket_count":3,"bucket_bytes":46758048}   (compute mode: "forward_s", "optimizer_s")
 //                    {"v":1,"type":"result","id":7,"status":"failed","error":"RuntimeError: ..."}
 //   tuner -> worker  {"v":1,"type":"stop"}
 // Rank 0 broadcasts each tuner message to the other ranks; step times are the max over ranks per
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -59,11 +62,21 @@ struct WorkerFatal {
   bool usage = false;  // the user's --model is at fault (a usage error), not the machine
 };
 
+// How the workers run a trial's steps.
+enum class TrialMode {
+  kDdp,          // the model in DDP with the config, as `import acspeed` applies it
+  kComputeOnly,  // the bare model, no DDP, no communication: forward, backward, optimizer timed apart
+  kHooked,       // like kDdp, but through acspeed's comm hook even where the config needs none (DDP's
+                 // defaults: the same buckets and bytes as DDP's allreduce, with per-bucket times)
+};
+std::string_view to_string(TrialMode mode);
+
 struct TrialRequest {
   int64_t id = 0;
   CommConfig config;
   int warmup = 0;
   int steps = 0;
+  TrialMode mode = TrialMode::kDdp;
 };
 
 struct TrialReply {
@@ -72,7 +85,8 @@ struct TrialReply {
   std::string error;                 // when !ok
   std::vector<double> step_times_s;  // max over ranks per step
   // What the workers measure besides the step times, under the metric names of trial_metrics.h:
-  // loss_first, loss, finite (required), rebuild_s, compute_s, comm_s, exposed_comm_s, probe.
+  // loss_first, loss, finite (required), rebuild_s, compute_s, comm_s, exposed_comm_s, probe,
+  // bucket_count, bucket_bytes, forward_s, optimizer_s.
   TrialMetrics measured;
 };
 
