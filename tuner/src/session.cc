@@ -344,7 +344,7 @@ void Session::search() {
   strategy_options.forecast = [this](const Point& point) -> std::optional<Forecast> {
     const Prediction p = predict(model_, o_.space.config_at(point));
     if (!p.ok) return std::nullopt;
-    return Forecast{p.step_s, p.bound_s};
+    return Forecast{p.step_s, p.bound_s, p.reliable};
   };
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
   while (auto point = strategy->next()) {
