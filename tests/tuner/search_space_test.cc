@@ -58,6 +58,20 @@ TEST(SearchSpace, BadItemsNameTheValueAndWhatIsAccepted) {
   EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
 }
 
+// Found by fuzz_cli_lists (tests/fuzz/corpus/cli_lists/crash-two-spellings-of-one-value): two
+// spellings of one value were a duplicate trial point.
+TEST(SearchSpace, TwoSpellingsOfOneValueAreADuplicate) {
+  auto msg = error_of([] { parse_bucket_list("--bucket-mb", "01,1,10e2"); });
+  EXPECT_NE(msg.find("as '01' and as '1'"), std::string::npos) << msg;
+  msg = error_of([] { parse_bucket_list("--bucket-mb", "5,5.0"); });
+  EXPECT_NE(msg.find("as '5' and as '5.0'"), std::string::npos) << msg;
+  msg = error_of([] { parse_streams_list("--streams", "2,02"); });
+  EXPECT_NE(msg.find("twice"), std::string::npos) << msg;
+  msg = error_of([] { parse_channels_list("--nccl-channels", "0,00"); });
+  EXPECT_NE(msg.find("twice"), std::string::npos) << msg;
+  EXPECT_EQ(parse_bucket_list("--bucket-mb", "1,10e2"), (std::vector<double>{1, 1000}));
+}
+
 TEST(SearchSpace, EnumeratesEveryPointOnceAndMapsToConfigs) {
   SearchSpace space;
   space.bucket_mb = {5, 25};

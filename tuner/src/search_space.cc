@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -32,10 +33,20 @@ std::vector<std::string> split_list(std::string_view option, std::string_view te
   return items;
 }
 
+// split_list refuses an item spelled twice; this refuses two spellings of one value ("1,01", "5,5.0").
 template <typename T, typename Parse>
 std::vector<T> parse_items(std::string_view option, std::string_view text, Parse parse) {
+  const auto items = split_list(option, text);
   std::vector<T> values;
-  for (const auto& item : split_list(option, text)) values.push_back(parse(item));
+  for (const auto& item : items) {
+    T value = parse(item);
+    const auto same = std::find(values.begin(), values.end(), value);
+    if (same != values.end()) {
+      ACS_THROW(InvalidArgument, "{} '{}' lists one value twice, as '{}' and as '{}'", option, text,
+                items[static_cast<size_t>(same - values.begin())], item);
+    }
+    values.push_back(std::move(value));
+  }
   return values;
 }
 
