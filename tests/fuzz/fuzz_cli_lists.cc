@@ -1,5 +1,5 @@
 // Fuzz target: the command line's list options (tuner/src/search_space.cc's strict list parsers
-// behind --buckets, --algorithms, --streams, --compression, --nccl-algorithms, --nccl-protocols,
+// behind --bucket-mb, --algorithms, --streams, --compression, --nccl-algorithms, --nccl-protocols,
 // --nccl-channels). The input is given to every parser.
 // Properties: any text is either a list or an InvalidArgument; a list is non-empty, without
 // duplicates, and its items are within what the option accepts.
@@ -38,8 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace acspeed::tuner;
   const std::string text = fuzz::text_of(data, size);
   parse_or_refuse([&] {
-    const auto buckets = parse_bucket_list("--buckets", text);
-    check_list("--buckets", buckets, text);
+    const auto buckets = parse_bucket_list("--bucket-mb", text);
+    check_list("--bucket-mb", buckets, text);
     for (double mb : buckets) {
       if (!std::isfinite(mb) || mb <= 0 || mb > 65536) fuzz::broken("bucket sizes are within (0, 65536] MiB", text);
     }
@@ -59,6 +59,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& a : algos) {
       const auto& names = nccl_algorithm_names();
       if (std::find(names.begin(), names.end(), a) == names.end()) fuzz::broken("NCCL choices are accepted names", text);
+    }
+  });
+  parse_or_refuse([&] {
+    const auto protos = parse_nccl_choice_list("--nccl-protocols", text, nccl_protocol_names());
+    check_list("--nccl-protocols", protos, text);
+    const auto& names = nccl_protocol_names();
+    for (const auto& p : protos) {
+      if (std::find(names.begin(), names.end(), p) == names.end()) fuzz::broken("NCCL choices are accepted names", text);
     }
   });
   parse_or_refuse([&] {
