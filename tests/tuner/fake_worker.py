@@ -6,6 +6,8 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   hang:ID        trial ID never answers
   fatal_usage    setup fails: the --model names nothing buildable
   fast_streams   like ok, but a config with more than one stream steps twice as fast
+  compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
+                 10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
 import json
@@ -51,5 +53,18 @@ for line in reader:
     steps = [0.1, 0.2, 0.3]
     if mode == "fast_streams" and request["config"].get("streams", 1) > 1:
         steps = [t / 2 for t in steps]
-    send({"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
-          "finite": True})
+    result = {"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
+              "finite": True}
+    compression = request["config"].get("compression", "none")
+    if mode == "compressors":
+        result["losses"] = {"none": [7.08, 1.0, 0.0406], "fp16": [7.08, 1.0, 0.0450],
+                            "powersgd": [7.08, 2.0, 0.39]}[compression]
+        result["loss"] = result["losses"][-1]
+        if compression != "none":
+            result["step_times_s"] = [t / (2 if compression == "fp16" else 3) for t in steps]
+            good = compression == "fp16"
+            result.update(fidelity_cosine=0.999 if good else 0.3, fidelity_norm_error=0.01 if good else 0.6,
+                          fidelity_step_cosine_min=0.99 if good else 0.1, fidelity_steps=6)
+        if compression == "powersgd":
+            result["compression_s"] = 0.004
+    send(result)
