@@ -74,6 +74,8 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"comm_s", optional_object(t.metrics.comm_s)},
           {"exposed_comm_s", optional_object(t.metrics.exposed_comm_s)},
           {"loss", optional_object(t.metrics.loss)},
+          {"compression_s", optional_object(t.metrics.compression_s)},
+          {"guard", t.metrics.guard},
           {"metrics", column(r.metrics_json)}};
 }
 
