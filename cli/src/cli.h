@@ -38,6 +38,7 @@ int cmd_configs(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_explain(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_env(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_fingerprint(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_predict(const GlobalOptions&, const std::vector<std::string>&);
 
 // Parses `args` against `options` (and positionals); --help prints usage and returns false with
 // exit_code 0. Throws po::error on bad input (main turns it into a one-line error + usage).
@@ -70,5 +71,9 @@ namespace acspeed::cli {
 // Opens the store named by --db (else ACSPEED_DB / the default). For reading it never creates or
 // migrates anything and notes a read-only store on stderr; for writing a read-only store is an error.
 std::unique_ptr<Store> open_store(const GlobalOptions& global, bool for_writing);
+
+// The session named by --session ID, else the latest one (of --instance KEY when given); throws
+// Error naming what the store holds when there is none.
+SessionRecord pick_session(const Store& store, const po::variables_map& vm);
 
 }  // namespace acspeed::cli

@@ -9,12 +9,41 @@
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
+#include "acspeed/tuner/step_model.h"
 #include "cli.h"
 
 namespace acspeed::cli {
 namespace {
 
 std::string or_none(const std::string& version) { return version.empty() ? "none" : version; }
+
+// The step model of the decision's session (tuner/step_model.h) for what would be applied.
+void explain_prediction(const GlobalOptions& global, const Resolution& r) {
+  if (!r.decision || !r.decision->session_id) {
+    fmt::print("step model: no tuning session behind this config: no predicted step time\n");
+    return;
+  }
+  auto store = open_store(global, false);
+  const auto session = store->session(*r.decision->session_id);
+  if (!session) {
+    fmt::print("step model: session {} is no longer in the store: no predicted step time\n", *r.decision->session_id);
+    return;
+  }
+  const tuner::StepModel model = tuner::session_model(*store, *session);
+  const tuner::Prediction p = tuner::predict(model, r.config);
+  if (!p.ok) {
+    fmt::print("step model (session {}): not predicted: {}\n", session->id, p.why_not);
+    return;
+  }
+  std::string measured;
+  if (const auto* m = tuner::find_measured(model, r.config); m != nullptr && m->step_s > 0) {
+    measured = fmt::format("; measured {} (efficiency {:.0f}%)", tuner::format_seconds(m->step_s),
+                           100 * p.bound_s / m->step_s);
+  }
+  fmt::print("step model (session {}, {} node(s) as tuned): predicted step {}, bound {} (efficiency {:.0f}%){}\n",
+             session->id, session->nnodes, tuner::format_seconds(p.step_s), tuner::format_seconds(p.bound_s),
+             100 * p.bound_s / p.step_s, measured);
+}
 
 }  // namespace
 
@@ -80,6 +109,7 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   for (const auto& warning : r.warnings) fmt::print("warning: {}\n", warning);
   fmt::print("DDP knobs and hook: {}\nconfig: {}\n", r.config.describe(), config_to_json(r.config, 2));
   fmt::print("comm hook: {}\n", r.config.needs_comm_hook() ? "acspeed hook registered" : "none (DDP's built-in allreduce)");
+  explain_prediction(global, r);
   return r.source == ResolveSource::kError ? kExitFailure : kExitOk;
 }
 

@@ -14,33 +14,6 @@
 namespace acspeed::cli {
 namespace {
 
-// The session to report: --session ID, else the latest (optionally for one instance type).
-SessionRecord pick_session(const Store& store, const po::variables_map& vm) {
-  const auto sessions = store.sessions();
-  const std::string where = fmt::format("store {}{}", store.path(), store.exists() ? "" : " (the store does not exist yet)");
-  if (sessions.empty()) {
-    ACS_THROW(Error, "no tuning session in {}: run `acspeed-tune --model NAME` first", where);
-  }
-  const std::optional<std::string> instance =
-      vm.count("instance") ? std::optional<std::string>(vm["instance"].as<std::string>()) : std::nullopt;
-  if (vm.count("session")) {
-    const int64_t id = vm["session"].as<int64_t>();
-    for (const auto& s : sessions) {
-      if (s.id != id) continue;
-      if (instance && s.instance_type != *instance) {
-        ACS_THROW(Error, "session {} was tuned on instance type '{}', not '{}'", id, s.instance_type, *instance);
-      }
-      return s;
-    }
-    ACS_THROW(Error, "no tuning session {} in {} (sessions {} to {})", id, where, sessions.front().id,
-              sessions.back().id);
-  }
-  for (auto it = sessions.rbegin(); it != sessions.rend(); ++it) {
-    if (!instance || it->instance_type == *instance) return *it;
-  }
-  ACS_THROW(Error, "no tuning session for instance type '{}' in {}", *instance, where);
-}
-
 // Writes `text` to `file` through a temporary file in the same folder, so a failed write never
 // leaves half a report behind (or half of an overwritten one).
 void write_file(const std::string& file, const std::string& text) {

@@ -35,7 +35,7 @@ std::string usage() {
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
       "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] [--bucket-mb LIST] [--algorithms LIST] "
       "[--streams LIST] [--compression LIST] [--powersgd-ranks LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
-      "[--strategy auto|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
+      "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
       "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
       join(precision_names(), "|"));
 }
@@ -78,7 +78,7 @@ po::options_description tune_options() {
       ("nccl-algorithms", po::value<std::string>(), "GPU: NCCL algorithms to search (any,ring,tree,...)")
       ("nccl-protocols", po::value<std::string>(), "GPU: NCCL protocols to search (any,ll,ll128,simple)")
       ("nccl-channels", po::value<std::string>(), "GPU: NCCL channel counts to search (0 = NCCL's choice)")
-      ("strategy", po::value<std::string>(), "auto (default), descent or grid")
+      ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")
       ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
       ("loss-tolerance", po::value<std::string>(), "compression: allowed loss difference, relative to the larger of the final loss and the trial's progress from its first loss (default 0.05)")

@@ -18,6 +18,8 @@ const std::vector<Command>& commands() {
       {"configs", "list|show|delete|activate|export|import stored decisions", cmd_configs},
       {"explain", "what `import acspeed` would apply here for a model, world size and node count, and why",
        cmd_explain},
+      {"predict", "predicted step time and bound of a tuned session's configs on other link rates and node counts",
+       cmd_predict},
       {"env", "every ACSPEED_* setting with its default, current value and description", cmd_env},
       {"fingerprint", "this machine's instance-type key and the details stored beside it", cmd_fingerprint},
   };

@@ -56,6 +56,10 @@ void Progress::trial_finished(const tuner::TrialEvent& t) {
   if (t.status == "ok") {
     line += fmt::format(" p50 {}  {:.1f}/s per device", tuner::format_seconds(t.metrics.p50_s), t.metrics.samples_per_s);
     if (t.metrics.exposed_comm_s) line += fmt::format("  exposed comm {}", tuner::format_seconds(*t.metrics.exposed_comm_s));
+    if (t.bound_s && t.metrics.p50_s > 0) {
+      line += fmt::format("  bound {} (efficiency {:.0f}%)", tuner::format_seconds(*t.bound_s),
+                          100 * *t.bound_s / t.metrics.p50_s);
+    }
   } else {
     line += fmt::format(" {}: {}", t.status == "timeout" ? "TIMEOUT" : "FAILED", t.error);
   }
@@ -72,16 +76,21 @@ void Progress::note(const std::string& line) {
 }
 
 void Progress::search_finished(const std::vector<tuner::SearchResult>& results) {
-  Table table({"config", "p50 (s)", "p90 (s)", "samples/s per device", "exposed comm (s)", "status"});
+  Table table({"config", "p50 (s)", "p90 (s)", "samples/s per device", "exposed comm (s)", "bound (s)", "efficiency",
+               "status"});
   for (const auto& r : results) {
     const bool ok = r.status == "ok";
+    const bool bounded = ok && r.bound_s && r.metrics.p50_s > 0;
     table.add({r.config.describe(), ok ? fmt::format("{:.4f}", r.metrics.p50_s) : "-",
                ok ? fmt::format("{:.4f}", r.metrics.p90_s) : "-",
                ok ? fmt::format("{:.1f}", r.metrics.samples_per_s) : "-",
-               ok && r.metrics.exposed_comm_s ? fmt::format("{:.4f}", *r.metrics.exposed_comm_s) : "-", r.status});
+               ok && r.metrics.exposed_comm_s ? fmt::format("{:.4f}", *r.metrics.exposed_comm_s) : "-",
+               r.bound_s ? fmt::format("{:.4f}", *r.bound_s) : "-",
+               bounded ? fmt::format("{:.0f}%", 100 * *r.bound_s / r.metrics.p50_s) : "-", r.status});
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  print_locked("\nsearch results (step time = max over ranks per step):");
+  print_locked("\nsearch results (step time = max over ranks per step; bound and efficiency = bound / p50 from the "
+               "step model, `acspeed-tune predict`):");
   table.print();
   std::fflush(stdout);
 }

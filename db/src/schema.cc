@@ -68,9 +68,29 @@ CREATE UNIQUE INDEX decisions_one_active
   ON decisions(instance_type, model_signature, precision, world_size, nnodes) WHERE active = 1;
 CREATE INDEX decisions_by_key ON decisions(instance_type, model_signature, world_size, nnodes);
 )sql"},
+      // SQLite cannot change a CHECK constraint in place: the trials table is rebuilt.
+      {2, "trial roles of the step model: compute (communication off) and calibration",
+       R"sql(
+CREATE TABLE trials_v2(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  ordinal INTEGER NOT NULL,
+  role TEXT NOT NULL CHECK (role IN ('search', 'baseline', 'candidate', 'compute', 'calibration')),
+  config_json TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'timeout')),
+  error TEXT NOT NULL,
+  step_times_json TEXT NOT NULL,
+  metrics_json TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL);
+INSERT INTO trials_v2 SELECT * FROM trials;
+DROP TABLE trials;
+ALTER TABLE trials_v2 RENAME TO trials;
+CREATE INDEX trials_by_session ON trials(session_id, ordinal);
+)sql"},
       // Config schema 1 -> 2 (runtime/CONFIG.md): stored configs get the PowerSGD fields at their
       // defaults. Rows that are not valid JSON objects are left as they are (listed as unreadable).
-      {2, "config schema 2 (PowerSGD fields) in stored decisions and trials",
+      {3, "config schema 2 (PowerSGD fields) in stored decisions and trials",
        R"sql(
 UPDATE decisions SET config_json = json_set(config_json, '$.version', 2, '$.powersgd_rank', 4,
                                             '$.powersgd_start_step', 10)

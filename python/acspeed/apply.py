@@ -189,10 +189,12 @@ def release(module: torch.nn.Module) -> None:
     gc.collect()
 
 
-def wrap(module: torch.nn.Module, config_json: str, **ddp_kwargs):
+def wrap(module: torch.nn.Module, config_json: str, *, hooked: bool = False, **ddp_kwargs):
     """(Re)wraps `module` in DDP with the given config, inside live workers: every rank calls it with
     the same config, in the same order. The previous wrap's lanes are released first. The config is
-    validated (ValueError naming the bad value); the caller's explicit DDP arguments win over it."""
+    validated (ValueError naming the bad value); the caller's explicit DDP arguments win over it.
+    ``hooked``: register acspeed's comm hook even when the config needs none (DDP's defaults then run
+    acspeed's plain allreduce: the same buckets and bytes, with per-bucket times for a probe)."""
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415 - patched class
 
     release(module)
@@ -200,6 +202,8 @@ def wrap(module: torch.nn.Module, config_json: str, **ddp_kwargs):
     with _forcing(found):
         ddp = DistributedDataParallel(module, **ddp_kwargs)
     state = hooks.state_of(ddp)
+    if state is None and hooked:
+        state = hooks.install(ddp, found.config, ddp.process_group)
     if state is not None:
         _wrapped_states[module] = state
     return ddp

@@ -13,10 +13,12 @@ callback has unpacked the result into the bucket.
 Compression powersgd (powersgd.py): from the config's start step, a bucket holding gradient
 matrices is reduced as low-rank factors with error feedback, through the same issuer and lanes.
 
-Compression guard (fp16/bf16, when AMP's GradScaler is not in use; scaler.py says how that is
-detected): the reduced copy is identical on every rank, so every rank reaches the same verdict. A
-bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is reduced again
-uncompressed, in the step's last hook call, which waits once for the step's compressed results
+Compression guard (when AMP's GradScaler is not in use, scaler.py says how that is detected, and
+the compressed type's range is narrower than the gradients': fp16 for fp32 gradients, not bf16,
+which has fp32's exponent range, so a sum it cannot hold would not be finite uncompressed either;
+see _can_overflow): the reduced copy is identical on every rank, so every rank reaches the same
+verdict. A bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is
+reduced again uncompressed, in the step's last hook call, which waits once for the step's compressed results
 (the only host synchronisation of the step, and only when the guard is on; on the CPU nothing
 else waits). HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
 GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
@@ -52,6 +54,15 @@ def _nonfinite(tensor: torch.Tensor) -> torch.Tensor:
     propagates NaN; an Inf is the min or the max), many times cheaper than isfinite().all()."""
     low, high = torch.aminmax(tensor)
     return ~(torch.isfinite(low) & torch.isfinite(high))
+
+
+def _can_overflow(compressed: torch.dtype, original: torch.dtype) -> bool:
+    """Can a sum that `original` holds be too large for `compressed`? Only when `compressed`'s
+    largest value is smaller by more than rounding at the edge of the range (bf16 against fp32: no;
+    its largest value is within 0.4% of fp32's). Where it cannot, a non-finite compressed sum means
+    a non-finite gradient, which re-sending uncompressed would not make finite: the guard would only
+    cost a pass over every bucket."""
+    return torch.finfo(compressed).max < torch.finfo(original).max / 2
 
 
 @dataclasses.dataclass
@@ -221,7 +232,8 @@ class HookState:
         phases = self.algorithm.phases(self.collectives, lane, packed, shard_for)
         if self.powersgd is not None:
             phases = powersgd.plain_phases(self.algorithm, phases)
-        guarded = _Guarded(job=None, flat=flat, unpack=unpack) if dtype is not None and self._guard else None
+        guard = dtype is not None and self._guard and _can_overflow(dtype, flat.dtype)
+        guarded = _Guarded(job=None, flat=flat, unpack=unpack) if guard else None
 
         def finish() -> Optional[torch.Tensor]:
             if guarded is not None:

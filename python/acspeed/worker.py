@@ -150,7 +150,7 @@ class Trainer:
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def _rewrap(self, config_json: str) -> float:
+    def _rewrap(self, config_json: str, mode: str) -> float:
         from acspeed import apply  # noqa: PLC0415 - imports the DDP patch; the worker is its only caller here
         if self.probe is not None:
             self.probe.close()
@@ -158,8 +158,11 @@ class Trainer:
         self.ddp = None
         self.model.load_state_dict(self.initial_state)
         start = time.perf_counter()
+        if mode == "compute":  # communication off: the bare model, no DDP
+            apply.release(self.model)
+            return time.perf_counter() - start
         kwargs = {"device_ids": [self.device.index]} if self.device.type == "cuda" else {}
-        self.ddp = apply.wrap(self.model, config_json, **kwargs)
+        self.ddp = apply.wrap(self.model, config_json, hooked=mode == "hooked", **kwargs)
         if self._probes is not None:
             self.probe = self._probes.StepProbe(self.ddp)
             self.probe_name = self.probe.backend
@@ -203,7 +206,12 @@ class Trainer:
 
     def run(self, request: dict, control_group) -> dict:
         config = request["config"]
-        rebuild_s = self._rewrap(json.dumps(config))
+        mode = request.get("mode", "ddp")
+        if mode not in ("ddp", "compute", "hooked"):
+            raise ValueError(f"trial mode '{mode}' is not one of ddp, compute, hooked")
+        rebuild_s = self._rewrap(json.dumps(config), mode)
+        if mode == "compute":
+            return self._run_compute_only(request, control_group, rebuild_s)
         optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
         scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
         warmup, steps = int(request["warmup"]), int(request["steps"])
@@ -253,17 +261,57 @@ class Trainer:
                                 dtype=torch.float64)
             dist.all_reduce(cost, op=dist.ReduceOp.MAX, group=control_group)
             result["compression_s"] = cost.item()
-        if config.get("compression", "none") != "none" and result["finite"]:
-            result.update(self._fidelity(optimizer, scaler, control_group))
         if self.probe is not None:
-            row = self.probe.summary([50.0], group=control_group)["rows"][0]
+            summary = self.probe.summary([50.0], group=control_group)
+            row = summary["rows"][0]
             result.update(compute_s=row["compute_s"], comm_s=row["comm_s"],
                           exposed_comm_s=row["exposed_comm_s"], probe=self.probe_name)
+            if summary["buckets"]:  # acspeed's hook reported its buckets: what the step model needs
+                result.update(bucket_count=len(summary["buckets"]),
+                              bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
+        if config.get("compression", "none") != "none" and result["finite"]:
+            result.update(self._fidelity(optimizer, scaler, control_group))
         if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
             result.pop("loss_first")
             result.pop("loss")
             result.pop("losses")
         return result
+
+
+    def _run_compute_only(self, request: dict, control_group, rebuild_s: float) -> dict:
+        """The compute-only step of the step model: forward, backward and the optimizer on the bare
+        model, no DDP and no communication, each phase timed (on a GPU the device is synchronized
+        around each phase; the phases are timed on every rank and combined as the max over ranks)."""
+        optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
+        warmup, steps = int(request["warmup"]), int(request["steps"])
+        phases, losses = [], []
+        for index in range(warmup + steps):
+            self._sync()
+            start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            with self._autocast():
+                loss = _loss(self.model(self.inputs), self.targets)
+            self._sync()
+            forward_end = time.perf_counter()
+            scaler.scale(loss).backward()
+            self._sync()
+            backward_end = time.perf_counter()
+            scaler.step(optimizer)
+            scaler.update()
+            self._sync()
+            end = time.perf_counter()
+            if index >= warmup:
+                phases.append([end - start, forward_end - start, end - backward_end])
+            losses.append(float(loss.detach()))
+        table = torch.tensor(phases, dtype=torch.float64)
+        dist.all_reduce(table, op=dist.ReduceOp.MAX, group=control_group)
+        finite = torch.tensor([1.0 if all(math.isfinite(x) for x in losses) else 0.0], dtype=torch.float64)
+        dist.all_reduce(finite, op=dist.ReduceOp.MIN, group=control_group)
+        self.model.load_state_dict(self.initial_state)
+        return {"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "ok",
+                "step_times_s": table[:, 0].tolist(), "finite": bool(finite[0].item() > 0), "rebuild_s": rebuild_s,
+                "forward_s": table[:, 1].quantile(0.5).item(), "optimizer_s": table[:, 2].quantile(0.5).item()}
 
 
 class Control:

@@ -103,7 +103,11 @@ std::vector<const TrialSummary*> select(const Report& report, const std::functio
 std::optional<PooledTimes> find_baseline(const Report& report) {
   auto trials = select(report, [](const TrialSummary& t) { return t.record.role == "baseline"; });
   if (!trials.empty()) return pool(report, "DDP defaults", "baseline trials (alternated with the candidate)", trials);
-  trials = select(report, [](const TrialSummary& t) { return t.config && t.config->is_default(); });
+  // The step model's own trials run without communication or through acspeed's hook: not DDP's defaults.
+  trials = select(report, [](const TrialSummary& t) {
+    return t.config && t.config->is_default() && t.record.role != tuner::kRoleCompute &&
+           t.record.role != tuner::kRoleCalibration;
+  });
   return pool(report, "DDP defaults", "trials with DDP's default settings", trials);
 }
 
@@ -128,7 +132,10 @@ std::optional<PooledTimes> find_best(const Report& report) {
   auto same = [&config](const TrialSummary& t) { return t.config && *t.config == *config; };
   auto trials = select(report, [&](const TrialSummary& t) { return t.record.role == "candidate" && same(t); });
   if (!trials.empty()) return pool(report, config->describe(), "candidate trials (alternated with the baseline)", trials);
-  trials = select(report, [&](const TrialSummary& t) { return t.record.role != "baseline" && same(t); });
+  trials = select(report, [&](const TrialSummary& t) {
+    return t.record.role != "baseline" && t.record.role != tuner::kRoleCompute &&
+           t.record.role != tuner::kRoleCalibration && same(t);
+  });
   return pool(report, config->describe(), "search trials with this config", trials);
 }
 
@@ -222,6 +229,18 @@ Report build_report(const Store& store, int64_t session_id) {
     for (auto& t : report.trials) {
       if (t.stats && t.stats->p50 > 0) t.speedup_vs_baseline = report.baseline->stats.p50 / t.stats->p50;
     }
+  }
+  report.model = tuner::session_model(store, report.session);
+  for (auto& t : report.trials) {
+    if (!t.config || t.record.role == tuner::kRoleCompute) continue;
+    const tuner::Prediction p = tuner::predict(report.model, *t.config);
+    if (!p.ok) {
+      if (report.model_note.empty()) report.model_note = p.why_not;
+      continue;
+    }
+    t.bound_s = p.bound_s;
+    t.predicted_s = p.step_s;
+    if (t.stats && t.stats->p50 > 0) t.efficiency = p.bound_s / t.stats->p50;
   }
   report.best = find_best(report);
   report.pairs = find_pairs(report);

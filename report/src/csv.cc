@@ -37,7 +37,7 @@ std::string render_csv(const Report& r) {
                          "first_bucket_mb", "gradient_as_bucket_view", "algorithm", "streams", "compression",
                          "steps", "step_p50_s", "step_p90_s", "step_p95_s", "step_mean_s", "samples_per_s", "samples_per_s_per_device",
                          "speedup_vs_baseline_x", "compute_s", "comm_s", "exposed_comm_s", "compression_s", "loss", "guard", "error",
-                         "config_json"});
+                         "config_json", "bound_s", "efficiency"});
   for (const auto& t : r.trials) {
     const auto stat = [&t](double StepStats::*field) {
       return t.stats ? std::optional<double>((*t.stats).*field) : std::nullopt;
@@ -56,7 +56,7 @@ std::string render_csv(const Report& r) {
                     : std::nullopt),
          number(t.speedup_vs_baseline), number(t.metrics.compute_s),
          number(t.metrics.comm_s), number(t.metrics.exposed_comm_s), number(t.metrics.compression_s),
-         number(t.metrics.loss), format_guard(t), t.record.error, t.record.config_json});
+         number(t.metrics.loss), format_guard(t), t.record.error, t.record.config_json, number(t.bound_s), number(t.efficiency)});
   }
   return out;
 }

@@ -241,6 +241,61 @@ std::string breakdown_chart(const Report& r) {
   return svg.str();
 }
 
+// Per config (its search trials' p50, median over them): the measured step as a bar, the step
+// model's bound as a black tick, the gap labelled with the efficiency.
+std::string bound_chart(const Report& r) {
+  struct Row {
+    std::string label;
+    std::vector<double> steps_ms;
+    double bound_ms = 0;
+  };
+  std::vector<Row> rows;
+  for (const auto& t : r.trials) {
+    if (t.record.status != "ok" || !t.stats || !t.bound_s || t.record.role == tuner::kRoleCalibration) continue;
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& row) { return row.label == t.config_text; });
+    if (it == rows.end()) {
+      rows.push_back({t.config_text, {}, *t.bound_s * 1e3});
+      it = rows.end() - 1;
+    }
+    it->steps_ms.push_back(t.stats->p50 * 1e3);
+  }
+  if (rows.empty()) {
+    return note(r.model_note.empty() ? "No trial with a bound to plot." : "No bound to plot: " + r.model_note + ".");
+  }
+  double hi = 0;
+  for (const auto& row : rows) hi = std::max({hi, tuner::median(row.steps_ms), row.bound_ms});
+  const auto ticks = axis_ticks(0, hi, true);
+  constexpr double kLabelW = 330, kLeft = kLabelW + 10, kPlotW = 480, kTop = 34, kRowH = 24;
+  const double plot_h = kRowH * static_cast<double>(rows.size());
+  Svg svg(900, kTop + plot_h + 50, "Measured step time against the bound, per configuration");
+  const Scale x{0, ticks.back(), kLeft, kLeft + kPlotW};
+  svg.rect(kLeft, 10, 14, 10, kComputeColour);
+  svg.text(kLeft + 20, 19, "measured p50 step", {"start", 12});
+  svg.rect(kLeft + 170, 8, 3, 14, "#000");
+  svg.text(kLeft + 180, 19, "bound (efficiency = bound / measured)", {"start", 12});
+  for (double v : ticks) {
+    svg.line(x(v), kTop, x(v), kTop + plot_h, "#eeeeee");
+    svg.text(x(v), kTop + plot_h + 18, tick_label(v), {"middle", 11});
+  }
+  svg.text(kLeft + kPlotW / 2, kTop + plot_h + 40, "step time (ms, max over ranks)", {"middle", 12});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    const double top = kTop + kRowH * static_cast<double>(i);
+    const double step_ms = tuner::median(row.steps_ms);
+    std::string label = row.label.size() > 52 ? row.label.substr(0, 49) + "..." : row.label;
+    svg.text(kLabelW, top + 16, label, {"end", 11});
+    const std::string tip = fmt::format("{}: measured {:.1f} ms, bound {:.1f} ms, efficiency {:.0f}%", row.label,
+                                        step_ms, row.bound_ms, 100 * row.bound_ms / step_ms);
+    svg.rect(x(0), top + 4, x(step_ms) - x(0), 16, kComputeColour, tip);
+    svg.rect(x(row.bound_ms) - 1.5, top + 1, 3, 22, "#000", tip);
+    svg.text(std::max(x(step_ms), x(row.bound_ms)) + 6, top + 16,
+             fmt::format("{:.1f} / {:.1f} ms ({:.0f}%)", step_ms, row.bound_ms, 100 * row.bound_ms / step_ms),
+             {"start", 10, "#555"});
+  }
+  svg.line(kLeft, kTop, kLeft, kTop + plot_h, "#555");
+  return svg.str();
+}
+
 // The loss of every step of the search trials the convergence guard judged, against the uncompressed
 // search trials (the guard's reference: same weights and batches), on a log scale.
 std::string loss_chart(const Report& r) {
@@ -314,7 +369,8 @@ std::string trials_table(const Report& r) {
   std::string out =
       "<table class=\"trials\">\n<tr><th>#</th><th>Role</th><th>Config</th><th>Steps</th><th>p50 (ms)</th>"
       "<th>p90 (ms)</th><th>p95 (ms)</th><th>Samples/s</th><th>Speedup vs baseline</th><th>Compute (ms)</th>"
-      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>PowerSGD compute (ms)</th><th>Loss</th><th>Convergence guard</th>"
+      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Bound (ms)</th><th>Efficiency</th><th>PowerSGD compute (ms)</th>"
+      "<th>Loss</th><th>Convergence guard</th>"
       "<th>Status</th></tr>\n";
   for (const auto& t : r.trials) {
     const auto p = [&t](double StepStats::*field) {
@@ -326,15 +382,16 @@ std::string trials_table(const Report& r) {
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td>{}</td><td><span class=\"status {}\">{}</span></td></tr>\n",
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>"
+        "<td><span class=\"status {}\">{}</span></td></tr>\n",
         chosen ? " class=\"chosen\"" : "", t.record.ordinal, e(t.record.role), e(t.config_text),
         t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
         format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
         format_ms(t.metrics.compute_s), format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s),
-        format_ms(t.metrics.compression_s), format_loss(t), e(format_guard(t)), t.record.status == "ok" ? "ok" : "bad",
-        e(t.record.status));
+        format_ms(t.bound_s), format_percent(t.efficiency), format_ms(t.metrics.compression_s), format_loss(t),
+        e(format_guard(t)), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
     if (!t.record.error.empty()) {
-      out += fmt::format("<tr><td></td><td colspan=\"15\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
+      out += fmt::format("<tr><td></td><td colspan=\"17\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
     }
   }
   return out + "</table>\n";
@@ -455,6 +512,9 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += "</figure>\n<figure><figcaption>Where each trial's step goes: compute, exposed (not overlapped) "
          "communication, and the rest</figcaption>\n";
   out += breakdown_chart(r);
+  out += "</figure>\n<figure><figcaption>Measured step time against the bound of each configuration (the "
+         "step model: compute-only step, fitted link, wire bytes)</figcaption>\n";
+  out += bound_chart(r);
   out += "</figure>\n<figure><figcaption>Loss of every step of the compressed trials the convergence guard "
          "judged, against the uncompressed trials (same weights and batches)</figcaption>\n";
   out += loss_chart(r);

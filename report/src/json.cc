@@ -74,6 +74,9 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"comm_s", optional_object(t.metrics.comm_s)},
           {"exposed_comm_s", optional_object(t.metrics.exposed_comm_s)},
           {"loss", optional_object(t.metrics.loss)},
+          {"bound_s", optional_object(t.bound_s)},
+          {"predicted_s", optional_object(t.predicted_s)},
+          {"efficiency", optional_object(t.efficiency)},
           {"compression_s", optional_object(t.metrics.compression_s)},
           {"guard", t.metrics.guard},
           {"metrics", column(r.metrics_json)}};
@@ -99,6 +102,18 @@ json decision_json(const Report& r) {
           {"cuda_version", d.cuda_version},
           {"batch_size_per_device", d.batch_size},
           {"created_at", d.created_at}};
+}
+
+// The step model's calibration (tuner/step_model.h), or why there is none.
+json model_json(const Report& r) {
+  const auto& m = r.model;
+  json j = {{"compute_s", optional_object(m.compute_s)},
+            {"serial_s", optional_object(m.serial_s)},
+            {"payload_bytes", optional_object(m.payload_bytes)},
+            {"bytes_per_s", m.pooled ? json(m.pooled->bytes_per_s) : json(nullptr)},
+            {"latency_s", m.pooled ? json(m.pooled->latency_s) : json(nullptr)},
+            {"not_predicted", r.model_note.empty() ? json(nullptr) : json(r.model_note)}};
+  return j;
 }
 
 }  // namespace
@@ -132,6 +147,7 @@ std::string render_json(const Report& r, const RenderOptions& options) {
       {"best", optional_object(r.best)},
       {"trials", trials},
       {"decision", decision_json(r)},
+      {"model", model_json(r)},
   };
   // Replace invalid UTF-8 from the store instead of failing the whole report.
   return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

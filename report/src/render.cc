@@ -53,6 +53,10 @@ std::string format_ratio(std::optional<double> ratio) {
   return ratio ? fmt::format("{:.3f}x", *ratio) : "-";
 }
 
+std::string format_percent(std::optional<double> fraction) {
+  return fraction ? fmt::format("{:.0f}%", *fraction * 100) : "-";
+}
+
 std::string format_loss(const TrialSummary& trial) {
   if (trial.metrics.finite == false) return "NaN/Inf";
   return trial.metrics.loss ? fmt::format("{:.4g}", *trial.metrics.loss) : "-";
@@ -117,6 +121,10 @@ std::string trials_preamble(const Report& r) {
   out += r.probes.empty() ? "No probe breakdown (compute / communication) was recorded."
                           : fmt::format("Compute / comm / exposed comm: per-step medians from the {} probe.",
                                         join(r.probes));
+  out += r.model_note.empty()
+             ? " Bound = max(compute-only step, forward + optimizer + the wire time of the bytes the config sends "
+               "at the fitted bandwidth); efficiency = bound / p50 (the step model, `acspeed-tune predict`)."
+             : fmt::format(" No bound: {}.", r.model_note);
   return out;
 }
 

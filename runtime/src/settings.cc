@@ -91,6 +91,14 @@ const std::vector<SettingSpec>& all_settings() {
   return registry;
 }
 
+std::map<std::string, std::string> settings_in_environment() {
+  std::map<std::string, std::string> out;
+  for (const auto& spec : all_settings()) {
+    if (auto value = setting_raw(spec.name)) out[spec.name] = *value;
+  }
+  return out;
+}
+
 const SettingSpec& setting_spec(std::string_view name) {
   for (const auto& spec : all_settings()) {
     if (spec.name == name) return spec;

@@ -87,7 +87,7 @@ PRAGMA user_version = 1;)sql";
   sqlite3_close(db);
   {
     auto store = open_rw(path);
-    EXPECT_EQ(store->schema_version(), 2);
+    EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
   }
   const auto migrated = nlohmann::json::parse(column_text(path, "SELECT config_json FROM decisions WHERE model_signature='p1'"));
   EXPECT_EQ(migrated["version"], 2);

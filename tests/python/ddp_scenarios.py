@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import threading
+import time
 
 import torch
 import torch._dynamo
@@ -15,6 +16,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 import acspeed
 import acspeed.apply
 import acspeed.hooks
+import acspeed.issue
 import acspeed.lanes
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -133,6 +135,26 @@ def stock_hook_ddp(module, hook, **kwargs):
 STOCK_HOOKS = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}
 
 
+class _CountedSleeps:
+    """Stands in for issue.py's `time` module while a combo runs: counts the sleeps of the test seam
+    (HookState.test_delays), so a test can tell that the delay it asked for really happened."""
+
+    def __init__(self):
+        self.calls = 0
+        self.saved = None
+
+    def sleep(self, seconds: float) -> None:
+        self.calls += 1
+        time.sleep(seconds)
+
+    def __enter__(self):
+        self.saved, acspeed.issue.time = acspeed.issue.time, self
+        return self
+
+    def __exit__(self, *exc):
+        acspeed.issue.time = self.saved
+
+
 def equivalence(rank: int, world_size: int, combos: list) -> dict:
     """combos: [{name, config, env?, emulate?, delays?}]; an env value may be {rank: value};
     delays: {rank: {lane: seconds}} slept before each collective of that lane on that rank (the
@@ -147,13 +169,15 @@ def equivalence(rank: int, world_size: int, combos: list) -> dict:
     for combo in combos:
         name, text = combo["name"], combo["config"]
         env = {key: (value[rank] if isinstance(value, dict) else value) for key, value in combo.get("env", {}).items()}
-        with environment(ACSPEED_STRICT="1", **env), (_NoNative() if combo.get("emulate") else contextlib.nullcontext()):
+        with environment(ACSPEED_STRICT="1", **env), (_NoNative() if combo.get("emulate") else contextlib.nullcontext()), \
+                _CountedSleeps() as sleeps:
             ddp = acspeed.apply.wrap(make_model(), text)
             state = acspeed.hooks.state_of(ddp)
             if state is not None:
                 state.test_delays = combo.get("delays", {}).get(rank, {})
             result = train(ddp, rank)
         out[name] = compare(result, base, start)
+        out[name]["delayed_collectives"] = sleeps.calls
         compression = json.loads(text).get("compression", "none")
         if compression in stock:
             against_stock = compare(result, stock[compression], start)
@@ -374,12 +398,14 @@ def _grads_after_one_step(ddp, rank: int, value: float) -> torch.Tensor:
 
 
 def guard(rank: int, world_size: int) -> dict:
-    """fp16 compression meets a gradient fp16 cannot hold (1e6 > 65504), then a true Inf."""
+    """fp16 compression meets a gradient fp16 cannot hold (1e6 > 65504), then a true Inf; bf16
+    compression (fp32's exponent range: no guard) meets a true Inf."""
     captured = Captured()
     out = {}
-    for name, value in (("overflow", 1e6), ("inf", float("inf"))):
+    for name, value, compression in (("overflow", 1e6, "fp16"), ("inf", float("inf"), "fp16"),
+                                      ("bf16_inf", float("inf"), "bf16")):
         base = _grads_after_one_step(plain_ddp(make_model()), rank, value)
-        ddp = acspeed.apply.wrap(make_model(), config(compression="fp16", bucket_cap_mb=0.001))
+        ddp = acspeed.apply.wrap(make_model(), config(compression=compression, bucket_cap_mb=0.001))
         grads = _grads_after_one_step(ddp, rank, value)
         first_numel = next(ddp.module.parameters()).numel()
         finite = torch.isfinite(base)

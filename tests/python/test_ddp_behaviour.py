@@ -141,3 +141,7 @@ def test_compression_guard_falls_back_on_overflow_and_inf():
         assert seen[name]["rest_max_rel"] < 1e-3, (name, seen[name])
     warnings = _warnings(seen["overflow"]["log"])
     assert len(warnings) == 1 and "NaN/Inf" in warnings[0] and "reduced uncompressed" in warnings[0]
+    # bf16 holds every sum fp32 does: no guard, the Inf reaches the gradients as under plain DDP, silently.
+    bf16 = seen["bf16_inf"]
+    assert bf16["fallbacks"] == 0 and bf16["same_nonfinite"] and _warnings(bf16["log"]) == [], bf16
+    assert bf16["rest_max_rel"] < 1e-2, bf16

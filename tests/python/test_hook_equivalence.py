@@ -3,7 +3,8 @@ compression {none, fp16, bf16}. At 2 ranks uncompressed runs are bit for bit pla
 compressed runs bit for bit those of torch's own compress hook (same conversion, same division,
 and a sum of two is the same in any order); at 4 ranks (2 emulated nodes x 2 local ranks) within
 the stated tolerances (the reduction order differs). Every run is strict (a bucket out of order is
-an error), and one lane delayed on one rank changes nothing. Each world size is ONE launch of worker
+an error), and one lane delayed on one rank (the test-only seam, whose sleeps are counted so the
+delay is known to have happened on that rank only) changes nothing. Each world size is ONE launch of worker
 processes running every combination: about 40 s at 2 ranks and 60 s at 4 on two cores."""
 import itertools
 
@@ -57,9 +58,20 @@ def _check_compressed(results, stock_identical: bool):
                 assert value["stock_rel_to_update"] <= STOCK_TOLERANCE_4_RANKS[compression], (name, value)
 
 
+def _check_delays(combos, results):
+    """The seam really slowed the lane it names on the rank it names, and nothing else slept."""
+    for combo in combos:
+        delays = combo.get("delays", {})
+        for rank, rank_result in enumerate(results):
+            slept = rank_result[combo["name"]]["delayed_collectives"]
+            assert (slept > 0) == (rank in delays), (combo["name"], rank, slept)
+
+
 def test_two_ranks_bit_identical_to_ddp_and_to_torchs_compress_hooks():
     # Two ranks form one node (LOCAL_WORLD_SIZE=2): hierarchical is intra-node only.
-    results = run_ranks(equivalence, 2, _combos(), env={"LOCAL_WORLD_SIZE": "2"})
+    combos = _combos()
+    results = run_ranks(equivalence, 2, combos, env={"LOCAL_WORLD_SIZE": "2"})
+    _check_delays(combos, results)
     for rank_result in results:  # every rank ends with the same parameters as the reference on that rank
         for name, value in rank_result.items():
             if name == "_log":
@@ -88,7 +100,9 @@ def test_four_ranks_two_emulated_nodes_match_ddp():
          "config": config(algorithm="hierarchical", streams=2, bucket_cap_mb=0.001, compression="fp16"),
          "delays": {2: {0: 0.02}}},
     ]
-    results = run_ranks(equivalence, 4, _combos(extra), env={"LOCAL_WORLD_SIZE": "2"})
+    combos = _combos(extra)
+    results = run_ranks(equivalence, 4, combos, env={"LOCAL_WORLD_SIZE": "2"})
+    _check_delays(combos, results)
     for rank_result in results:
         for name, value in rank_result.items():
             if name == "_log" or _compression(name) != "none":

@@ -183,6 +183,84 @@ TEST(Report, ComputesBaselineSpeedupsPairsAndTheWinnerFromRawStepTimes) {
   EXPECT_EQ(r.pairs[2].baseline_trial, r.pairs[2].candidate_trial + 1) << "pair 2: candidate first";
 }
 
+// A two-node session with the step model's trials: compute 100 ms (forward + optimizer 40 ms), the
+// defaults' 3 buckets of 46.8 MB through acspeed's hook in 0.38 s, DDP's defaults at 0.46 s and fp16
+// at 0.32 s (its hook: 10 buckets of 23.4 MB on the wire in 0.207 s).
+int64_t add_model_session(Store& store) {
+  SessionRecord s;
+  s.instance_type = "testbed-2x1@1gbit";
+  s.model_name = "resnet18";
+  s.world_size = 2;
+  s.nnodes = 2;
+  s.batch_size = 16;
+  const int64_t id = store.create_session(s);
+  auto add = [&](const std::string& role, const CommConfig& c, double step, const std::string& metrics) {
+    TrialRecord t;
+    t.session_id = id;
+    t.role = role;
+    t.config_json = config_to_json(c);
+    t.step_times_s = {step, step, step};
+    t.metrics_json = metrics;
+    store.add_trial(t);
+  };
+  CommConfig fp16;
+  fp16.bucket_cap_mb = 5;
+  fp16.compression = Compression::kFp16;
+  add("compute", {}, 0.1, R"({"p50_s": 0.1, "forward_s": 0.03, "optimizer_s": 0.01, "finite": true})");
+  add("calibration", {}, 0.47,
+      R"({"p50_s": 0.47, "bucket_count": 3, "bucket_bytes": 46800000, "comm_s": 0.3804, "finite": true})");
+  add("search", {}, 0.46, R"({"p50_s": 0.46, "finite": true})");
+  add("search", fp16, 0.32,
+      R"({"p50_s": 0.32, "bucket_count": 10, "bucket_bytes": 46800000, "comm_s": 0.2072, "finite": true})");
+  return id;
+}
+
+TEST(Report, EveryFormatShowsTheBoundAndEfficiencyOfTheStepModel) {
+  TempStore temp;
+  const int64_t id = add_model_session(temp.store());
+  const Report r = build_report(temp.store(), id);
+  EXPECT_TRUE(r.model_note.empty()) << r.model_note;
+  ASSERT_EQ(r.trials.size(), 4u);
+  EXPECT_FALSE(r.trials[0].bound_s) << "the compute-only trial has no bound of its own";
+  // Latency 2 ms and 125 MB/s from the two hooked trials: bound = 40 ms + wire bytes / 125 MB/s.
+  ASSERT_TRUE(r.trials[2].bound_s && r.trials[3].bound_s);
+  EXPECT_NEAR(*r.trials[2].bound_s, 0.04 + 46.8e6 / 125e6, 1e-4);
+  EXPECT_NEAR(*r.trials[3].bound_s, 0.04 + 23.4e6 / 125e6, 1e-4);
+  EXPECT_NEAR(*r.trials[3].efficiency, (0.04 + 23.4e6 / 125e6) / 0.32, 1e-3);
+  ASSERT_TRUE(r.baseline);
+  EXPECT_DOUBLE_EQ(r.baseline->stats.p50, 0.46) << "neither compute-only nor calibration trials are the baseline";
+
+  const json j = json::parse(render_json(r, {}));
+  EXPECT_NEAR(j["trials"][3]["bound_s"].get<double>(), 0.2272, 1e-4);
+  EXPECT_NEAR(j["trials"][3]["efficiency"].get<double>(), 0.2272 / 0.32, 1e-3);
+  EXPECT_TRUE(j["trials"][0]["bound_s"].is_null());
+  EXPECT_NEAR(j["model"]["compute_s"].get<double>(), 0.1, 1e-12);
+  EXPECT_TRUE(j["model"]["not_predicted"].is_null());
+
+  const auto csv = parse_csv(render_csv(r));
+  const auto& header = csv[0];
+  const auto column = std::find(header.begin(), header.end(), "efficiency") - header.begin();
+  ASSERT_LT(static_cast<size_t>(column), header.size());
+  EXPECT_EQ(csv[4][static_cast<size_t>(column)].substr(0, 4), "0.71");
+
+  const std::string md = render_markdown(r, {});
+  EXPECT_NE(md.find("| Bound (ms) | Efficiency |"), std::string::npos);
+  EXPECT_NE(md.find("| 227.20 | 71% |"), std::string::npos) << md;
+  const std::string html = render_html(r, {});
+  EXPECT_NE(html.find("Measured step time against the bound, per configuration"), std::string::npos);
+  EXPECT_NE(html.find("320.0 / 227.2 ms (71%)"), std::string::npos);
+}
+
+TEST(Report, ASessionWithoutTheModelsTrialsSaysWhyThereIsNoBound) {
+  TempStore temp;
+  const int64_t id = testing::add_sample_session(temp.store());
+  const Report r = build_report(temp.store(), id);
+  EXPECT_FALSE(r.model_note.empty());
+  for (const auto& t : r.trials) EXPECT_FALSE(t.bound_s);
+  EXPECT_NE(render_markdown(r, {}).find("No bound: "), std::string::npos);
+  EXPECT_NE(render_html(r, {}).find("No bound to plot: "), std::string::npos);
+}
+
 TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurves) {
   TempStore temp;
   SessionRecord s;
@@ -213,7 +291,7 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   const Report r = build_report(temp.store(), id);
 
   const std::string md = render_markdown(r, {});
-  EXPECT_NE(md.find("| 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704) | failed |"),
+  EXPECT_NE(md.find("| - | - | 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704) | failed |"),
             std::string::npos)
       << md;
   const std::string csv = render_csv(r);
@@ -250,7 +328,7 @@ TEST(Report, SessionWithoutBaselineDecisionOrMetricsShowsDashes) {
   EXPECT_FALSE(r.trials[0].samples_per_s);
 
   const std::string md = render_markdown(r, {});
-  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | - | - | ok | - |"),
+  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | - | - | - | - | ok | - |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("No decision stored for this session"), std::string::npos);

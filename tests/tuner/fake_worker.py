@@ -6,6 +6,9 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   hang:ID        trial ID never answers
   fatal_usage    setup fails: the --model names nothing buildable
   fast_streams   like ok, but a config with more than one stream steps twice as fast
+  link           two nodes with a probe, steps timed as the step model's physics (tuner/step_model.h):
+                 compute 100 ms (forward + optimizer 40 ms), latency 2 ms per bucket, 125 MB/s, 46.8 MB
+                 of gradients; head 85 ms (fp16: 130 ms); the hook's buckets are reported
   compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
                  10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
@@ -37,10 +40,31 @@ def send(message):
 if mode == "fatal_usage":
     send({"type": "fatal", "error": "--model 'nope' is not a torchvision classification model", "usage": True})
     sys.exit(1)
-send({"type": "hello", "world_size": 2, "nnodes": 1, "local_world_size": 2, "backend": "gloo", "device": "cpu",
-      "model": "fake", "model_signature": "p1-0000000000000001", "param_count": 10, "param_bytes": 40,
-      "torch_version": "2.15.0", "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""),
-      "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""), "batch_size": 8, "precision": "fp32", "probe": ""})
+link = mode == "link"
+send({"type": "hello", "world_size": 2, "nnodes": 2 if link else 1, "local_world_size": 1 if link else 2,
+      "backend": "gloo", "device": "cpu", "model": "fake", "model_signature": "p1-0000000000000001",
+      "param_count": 10, "param_bytes": 40, "torch_version": "2.15.0",
+      "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""), "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""),
+      "batch_size": 8, "precision": "fp32", "probe": "fake" if link else ""})
+
+
+def link_result(request):
+    """A step of the `link` mode's physics."""
+    config, payload = request["config"], 46_800_000
+    if request.get("mode") == "compute":
+        return {"step_times_s": [0.1] * 3, "forward_s": 0.03, "optimizer_s": 0.01}
+    fp16 = config.get("compression", "none") == "fp16"
+    first, cap = (config.get("first_bucket_mb") or 1) * 2**20, (config.get("bucket_cap_mb") or 25) * 2**20
+    buckets = 1 + -(-max(0, payload - first) // cap)
+    comm = buckets / config.get("streams", 1) * 0.002 + payload * (0.5 if fp16 else 1) / 125e6
+    out = {"step_times_s": [(0.13 if fp16 else 0.085) + comm] * 3}
+    hooked = request.get("mode") == "hooked" or fp16 or config.get("streams", 1) > 1 or \
+        config.get("algorithm", "allreduce") != "allreduce"
+    if hooked:
+        out.update(bucket_count=int(buckets), bucket_bytes=payload, comm_s=comm, probe="fake")
+    return out
+
+
 for line in reader:
     request = json.loads(line)
     if request["type"] == "stop":
@@ -50,12 +74,23 @@ for line in reader:
         sys.exit(3)
     if mode == f"hang:{request['id']}":
         time.sleep(3600)
+    if link:
+        reply = dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True,
+                     losses=[2.0, 1.5, 1.5])
+        if request["config"].get("compression", "none") != "none":  # a faithful compressor's fidelity window
+            reply.update(fidelity_cosine=0.999, fidelity_norm_error=0.01, fidelity_steps=6)
+        send(reply)
+        continue
     steps = [0.1, 0.2, 0.3]
     if mode == "fast_streams" and request["config"].get("streams", 1) > 1:
         steps = [t / 2 for t in steps]
     result = {"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
               "finite": True}
     compression = request["config"].get("compression", "none")
+    # as a real worker: every step's loss, and a compressed config's fidelity window (a faithful one here)
+    result["losses"] = [2.0, 1.5, 1.5]
+    if compression != "none":
+        result.update(fidelity_cosine=0.999, fidelity_norm_error=0.01, fidelity_step_cosine_min=0.99, fidelity_steps=6)
     if mode == "compressors":
         result["losses"] = {"none": [7.08, 1.0, 0.0406], "fp16": [7.08, 1.0, 0.0450],
                             "powersgd": [7.08, 2.0, 0.39]}[compression]

@@ -201,5 +201,53 @@ TEST(SessionPlan, NamesTheStrategyTheTrialsAndTheWorkersArgv) {
   EXPECT_TRUE(strategy && workers);
 }
 
+TEST_F(SessionTest, TwoNodesCalibrateTheStepModelAndEveryTrialCarriesItsBound) {
+  // The fake workers time their steps by the model's physics (fake_worker.py, mode link).
+  setenv("FAKE_WORKER_MODE", "link", 1);
+  options_.space.bucket_mb = {5, 25};
+  options_.space.compression = {Compression::kNone, Compression::kFp16};
+  options_.compression_searched = true;
+  options_.strategy = "auto";  // the model strategy
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  ASSERT_GE(recorder.trials.size(), 3u);
+  EXPECT_EQ(recorder.trials[0].role, "compute");
+  EXPECT_EQ(recorder.trials[1].role, "calibration");
+  const auto stored = store_->trials(result.session_id);
+  EXPECT_EQ(stored[0].role, "compute");
+  EXPECT_EQ(stored[1].role, "calibration");
+  for (size_t i = 1; i < recorder.trials.size(); ++i) {
+    const auto& t = recorder.trials[i];
+    ASSERT_TRUE(t.bound_s) << "trial " << i << " " << t.label;
+    EXPECT_GT(*t.bound_s, 0);
+    EXPECT_LE(*t.bound_s, t.metrics.p50_s + 1e-9) << t.label;
+  }
+  // DDP's defaults, with only the calibration trial's sample (latency and bandwidth not yet apart):
+  // bound about forward + optimizer + 46.8 MB at 125 MB/s; its own step predicted exactly.
+  const auto& defaults = recorder.trials[2];
+  EXPECT_EQ(defaults.label, "DDP defaults");
+  EXPECT_NEAR(*defaults.bound_s, 0.04 + 46.8e6 / 125e6, 0.02 * defaults.metrics.p50_s);
+  EXPECT_NEAR(*defaults.predicted_s, defaults.metrics.p50_s, 1e-9);
+  // fp16 is the fastest; after it the fit has two bucket counts and recovers the physics exactly:
+  // its bound = forward + optimizer + 23.4 MB at 125 MB/s.
+  ASSERT_FALSE(recorder.results.empty());
+  EXPECT_EQ(recorder.results.front().config.compression, Compression::kFp16);
+  ASSERT_TRUE(recorder.results.front().bound_s);
+  EXPECT_NEAR(*recorder.results.front().bound_s, 0.04 + 23.4e6 / 125e6, 1e-6);
+  // The slower uncompressed configs are predicted so and skipped: fewer trials than the grid's 8.
+  EXPECT_LT(recorder.results.size(), 8u);
+  bool summarised = false, decided = false;
+  for (const auto& n : recorder.notes) {
+    summarised |= n.rfind("model strategy:", 0) == 0;
+    decided |= n.find("against a bound of") != std::string::npos;
+  }
+  EXPECT_TRUE(summarised);
+  EXPECT_TRUE(decided);
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_NE(decisions.front().evidence_json.find("\"efficiency\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace acspeed::tuner

@@ -87,13 +87,90 @@ TEST(Strategy, DescentFindsTheGridOptimumWithFarFewerTrials) {
   for (uint64_t seed : {1, 2, 3, 42, 1234}) {
     StrategyOptions options;
     options.seed = seed;
-    auto descent = make_strategy("auto", space, options);
+    auto descent = make_strategy("descent", space, options);
     EXPECT_EQ(descent->name(), "descent");
     const auto r = run(*descent, space, [&](const Point& p) { return synthetic_cost(space, p); });
     EXPECT_EQ(r.best, grid_optimum(space)) << "seed " << seed;
     EXPECT_FALSE(r.repeated) << "a measured point is never measured again";
     EXPECT_LE(r.trials, space.size() / 3) << "seed " << seed << ": " << r.trials << " trials";
   }
+}
+
+// A step model that knows the synthetic cost up to a constant error, with a bound below the optimum.
+StrategyOptions forecasting(const SearchSpace& space, double error, double bound_share, uint64_t seed = 1) {
+  StrategyOptions options;
+  options.seed = seed;
+  const double optimum = synthetic_cost(space, grid_optimum(space));
+  options.forecast = [space, error, bound_share, optimum](const Point& p) -> std::optional<Forecast> {
+    return Forecast{synthetic_cost(space, p) * (1 + error), optimum * bound_share};
+  };
+  return options;
+}
+
+TEST(Strategy, ModelWithoutAForecastRunsCoordinateDescent) {
+  const SearchSpace space = big_space();
+  StrategyOptions options;
+  options.seed = 3;
+  auto model = make_strategy("model", space, options);
+  auto descent = make_strategy("descent", space, options);
+  const auto m = run(*model, space, [&](const Point& p) { return synthetic_cost(space, p); });
+  const auto d = run(*descent, space, [&](const Point& p) { return synthetic_cost(space, p); });
+  EXPECT_EQ(m.seen, d.seen);
+  EXPECT_EQ(m.best, grid_optimum(space));
+  EXPECT_NE(model->summary().find("coordinate descent"), std::string::npos) << model->summary();
+}
+
+TEST(Strategy, ModelMeasuresTheLowestPredictedFirstAndPrunesClearlySlowerPoints) {
+  const SearchSpace space = big_space();
+  for (uint64_t seed : {1, 2, 42}) {
+    auto model = make_strategy("model", space, forecasting(space, 0.02, 0.5, seed));
+    std::vector<Point> order;
+    const auto r = run(*model, space, [&](const Point& p) {
+      order.push_back(p);
+      return synthetic_cost(space, p);
+    });
+    ASSERT_GE(order.size(), 2u);
+    EXPECT_EQ(order[0], space.default_point()) << "DDP's defaults are measured first";
+    EXPECT_EQ(order[1], grid_optimum(space)) << "then the lowest predicted step";
+    EXPECT_EQ(r.best, grid_optimum(space));
+    EXPECT_FALSE(r.repeated);
+    // Only points predicted within 10% of the best measured (1.0) are measured: cost <= 1.1 / 1.02.
+    for (const auto& p : r.seen) {
+      if (p != space.default_point()) EXPECT_LE(synthetic_cost(space, p) * 1.02, 1.1 + 1e-12);
+    }
+    EXPECT_LT(r.trials, 20u);
+    EXPECT_NE(model->summary().find("predicted more than 10% slower"), std::string::npos) << model->summary();
+  }
+}
+
+TEST(Strategy, ModelStopsWhenTheBestMeasuredIsWithinTheMarginOfTheBound) {
+  const SearchSpace space = big_space();
+  // The bound is 3% below the optimum: once the optimum is measured nothing can be 5% faster.
+  auto model = make_strategy("model", space, forecasting(space, 0.0, 0.97));
+  const auto r = run(*model, space, [&](const Point& p) { return synthetic_cost(space, p); });
+  EXPECT_EQ(r.trials, 2u);
+  EXPECT_EQ(r.best, grid_optimum(space));
+  EXPECT_NE(model->summary().find("within 5% of the lowest bound"), std::string::npos) << model->summary();
+}
+
+TEST(Strategy, ModelMeasuresPointsItCannotForecastBeforeTheOthers) {
+  const SearchSpace space = big_space();
+  StrategyOptions options = forecasting(space, 0.0, 0.5);
+  const auto inner = options.forecast;
+  // fp16 points (compression index 1) have no forecast.
+  options.forecast = [inner](const Point& p) -> std::optional<Forecast> {
+    if (p[3] == 1) return std::nullopt;
+    return inner(p);
+  };
+  auto model = make_strategy("model", space, options);
+  std::vector<Point> order;
+  run(*model, space, [&](const Point& p) {
+    order.push_back(p);
+    return synthetic_cost(space, p);
+  });
+  const size_t fp16_points = space.size() / 2;
+  ASSERT_GT(order.size(), fp16_points);
+  for (size_t i = 1; i <= fp16_points; ++i) EXPECT_EQ(order[i][3], 1u) << "trial " << i;
 }
 
 TEST(Strategy, DescentIgnoresGainsWithinTheNoiseMargin) {
@@ -140,7 +217,7 @@ TEST(Strategy, AutoPicksGridForTinySpacesAndUnknownNamesAreErrors) {
   SearchSpace space;
   space.bucket_mb = {5, 25};
   EXPECT_EQ(resolve_strategy_name("auto", space), "grid");
-  EXPECT_EQ(resolve_strategy_name("auto", big_space()), "descent");
+  EXPECT_EQ(resolve_strategy_name("auto", big_space()), "model");
   try {
     make_strategy("anneal", space, {});
     FAIL() << "expected InvalidArgument";

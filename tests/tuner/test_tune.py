@@ -61,7 +61,7 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
                   "--algorithms", "allreduce,reduce_scatter", "--seed", "3", "--dry-run")
     out = result.stdout
     assert "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2,4 x compression none = 24 configs" in out
-    assert "strategy: descent" in out and "seed 3" in out
+    assert "strategy: model" in out and "seed 3" in out
     assert "torch.distributed.run" in out and "acspeed.worker" in out
     assert "nothing launched" in out
     assert not isolated_store.exists()
@@ -122,8 +122,9 @@ def test_a_model_that_cannot_be_built_is_a_usage_error(tune, isolated_store, mod
 
 @pytest.mark.slow
 def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_store, repo_root, tmp_path):
+    # A stale NNODES in the tuner's environment: the workers count nodes by the launch (--nnodes 1).
     result = tune("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
-                  "--streams", "1,2", "--strategy", "grid", *FAST)
+                  "--streams", "1,2", "--strategy", "grid", *FAST, env=dict(os.environ, NNODES="3"))
     sessions = rows(isolated_store, "SELECT * FROM sessions")
     assert len(sessions) == 1 and sessions[0]["status"] == "done"
     assert sessions[0]["seed"] == 7 and sessions[0]["strategy"] == "grid"
@@ -141,6 +142,7 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
     assert len(decisions) == 1, decisions
     decision = decisions[0]
     assert decision["session_id"] == sessions[0]["id"] and decision["world_size"] == 2
+    assert decision["nnodes"] == 1
     pairs = [t for t in trials if t["role"] in ("candidate", "baseline")]
     if pairs:  # the best search config was not DDP's defaults: it was confirmed in >= 3 pairs
         assert len(pairs) == 6

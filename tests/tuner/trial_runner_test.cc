@@ -113,5 +113,22 @@ TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {
   EXPECT_EQ(argv, expected);  // one argv item, passed to execve as is; no --control off node 0
 }
 
+TEST(TrialRunner, WorkersCountNodesByTheLaunchNotByAStaleNnodes) {
+  const char* saved = getenv("PYTHONPATH");
+  const std::string saved_path = saved != nullptr ? saved : "";
+  setenv("NNODES", "3", 1);
+  setenv("PYTHONPATH", "/user/site", 1);
+  WorkerLaunch l;
+  l.nnodes = 2;
+  l.python_path = "/opt/acspeed/python";
+  const process::Environment expected = {{"NNODES", "2"}, {"PYTHONPATH", "/opt/acspeed/python:/user/site"}};
+  EXPECT_EQ(worker_environment(l), expected);
+  unsetenv("NNODES");
+  unsetenv("PYTHONPATH");
+  l.python_path.clear();
+  EXPECT_EQ(worker_environment(l), (process::Environment{{"NNODES", "2"}}));
+  if (saved != nullptr) setenv("PYTHONPATH", saved_path.c_str(), 1);
+}
+
 }  // namespace
 }  // namespace acspeed::tuner

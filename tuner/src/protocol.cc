@@ -14,7 +14,8 @@ using nlohmann::json;
 constexpr const char* kWorkerMeasured[] = {
     metric::kLossFirst,      metric::kLoss,           metric::kLosses,         metric::kFinite,
     metric::kRebuildS,       metric::kComputeS,       metric::kCommS,          metric::kExposedCommS,
-    metric::kProbe,          metric::kWarmupSteps,    metric::kCompressionS,   metric::kFidelityCosine,
+    metric::kProbe,          metric::kBucketCount,    metric::kBucketBytes,    metric::kForwardS,
+    metric::kOptimizerS,     metric::kWarmupSteps,    metric::kCompressionS,   metric::kFidelityCosine,
     metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps};
 
 json parse_message(const std::string& line) {
@@ -97,6 +98,19 @@ void from_json(const json& j, WorkerFatal& f) {
 
 void to_json(json& j, const TrialRequest& r) {
   j = {{"id", r.id}, {"config", r.config}, {"warmup", r.warmup}, {"steps", r.steps}};
+  if (r.mode != TrialMode::kDdp) j["mode"] = to_string(r.mode);
+}
+
+std::string_view to_string(TrialMode mode) {
+  switch (mode) {
+    case TrialMode::kDdp:
+      return "ddp";
+    case TrialMode::kComputeOnly:
+      return "compute";
+    case TrialMode::kHooked:
+      return "hooked";
+  }
+  return "ddp";
 }
 
 void from_json(const json& j, TrialRequest& r) {
@@ -104,6 +118,15 @@ void from_json(const json& j, TrialRequest& r) {
   r.config = json_io::required<CommConfig>(j, "config");
   r.warmup = json_io::required<int>(j, "warmup");
   r.steps = json_io::required<int>(j, "steps");
+  std::string mode = "ddp";
+  json_io::read(j, "mode", mode);
+  for (TrialMode m : {TrialMode::kDdp, TrialMode::kComputeOnly, TrialMode::kHooked}) {
+    if (mode == to_string(m)) {
+      r.mode = m;
+      return;
+    }
+  }
+  ACS_THROW(InvalidArgument, "trial mode '{}' is not one of ddp, compute, hooked", mode);
 }
 
 void to_json(json& j, const TrialReply& r) {

@@ -9,10 +9,12 @@
 //                     "probe":"cpu-timers","compressed_bytes":{"fp16":23379024,"powersgd_rank4":...}}
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
-//   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5}
+//   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5,
+//                     "mode":"compute"}   (mode: absent = "ddp"; see TrialMode)
 //   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
 //                     "loss_first":6.9,"loss":6.8,"losses":[6.9,...,6.8],"warmup_steps":2,"finite":true,
 //                     "rebuild_s":0.4,"compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
+//                     "bucket_count":3,"bucket_bytes":46758048,   (compute mode: "forward_s", "optimizer_s")
 //                     compressed configs: "fidelity_cosine","fidelity_norm_error","fidelity_step_cosine_min",
 //                     "fidelity_steps"; powersgd: "compression_s"}
 //                    {"v":1,"type":"result","id":7,"status":"failed","error":"RuntimeError: ..."}
@@ -25,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -65,11 +68,21 @@ struct WorkerFatal {
   bool usage = false;  // the user's --model is at fault (a usage error), not the machine
 };
 
+// How the workers run a trial's steps.
+enum class TrialMode {
+  kDdp,          // the model in DDP with the config, as `import acspeed` applies it
+  kComputeOnly,  // the bare model, no DDP, no communication: forward, backward, optimizer timed apart
+  kHooked,       // like kDdp, but through acspeed's comm hook even where the config needs none (DDP's
+                 // defaults: the same buckets and bytes as DDP's allreduce, with per-bucket times)
+};
+std::string_view to_string(TrialMode mode);
+
 struct TrialRequest {
   int64_t id = 0;
   CommConfig config;
   int warmup = 0;
   int steps = 0;
+  TrialMode mode = TrialMode::kDdp;
 };
 
 struct TrialReply {
@@ -79,7 +92,7 @@ struct TrialReply {
   std::vector<double> step_times_s;  // max over ranks per step
   // What the workers measure besides the step times, under the metric names of trial_metrics.h:
   // loss_first, loss, losses, finite (required), warmup_steps, rebuild_s, compute_s, comm_s, exposed_comm_s,
-  // probe, compression_s, fidelity_*.
+  // probe, bucket_count, bucket_bytes, forward_s, optimizer_s, compression_s, fidelity_*.
   TrialMetrics measured;
 };
 

@@ -76,16 +76,9 @@ double cost_of(const TrialRecord& t) {
   return median(t.step_times_s);
 }
 
-json settings_in_environment() {
-  json j = json::object();
-  for (const auto& spec : all_settings()) {
-    if (auto value = setting_raw(spec.name)) j[spec.name] = *value;
-  }
-  return j;
-}
-
 int planned_search_trials(const std::string& strategy, const SearchSpace& space) {
   if (strategy == "grid") return static_cast<int>(space.size());
+  // model: at most descent's count (it prunes what the model predicts slower; descent is its fallback)
   int n = 1;  // the start, then one sweep over every knob (further sweeps only when it moved)
   for (size_t d : space.dims()) n += static_cast<int>(d) - 1;
   return n;
@@ -100,7 +93,11 @@ class Session {
  private:
   void open_session();
   Measured run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
-                     std::optional<size_t> candidate_index, const std::string& label);
+                     std::optional<size_t> candidate_index, const std::string& label,
+                     TrialMode mode = TrialMode::kDdp);
+  void calibrate_model();
+  void remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics);
+  std::optional<double> bound_of(const CommConfig& config) const;
   bool budget_allows(int trials_ahead) const;
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
@@ -127,11 +124,61 @@ class Session {
   Clock::time_point started_ = Clock::now();
   std::vector<double> trial_walls_;
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
+  std::vector<ModelTrial> model_trials_;  // every ok trial, for the step model
+  StepModel model_;
   // The uncompressed run on identical data and seeds that compressed trials are judged against.
   std::optional<TrialMetrics> guard_reference_;
 };
 
 bool changes_numerics(const CommConfig& config) { return config.compression != Compression::kNone; }
+
+void Session::remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics) {
+  model_trials_.push_back({role, config, metrics});
+  model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
+}
+
+std::optional<double> Session::bound_of(const CommConfig& config) const {
+  const Prediction p = predict(model_, config);
+  return p.ok ? std::optional<double>(p.bound_s) : std::nullopt;
+}
+
+// The step model's own trials (step_model.h): the compute-only step, and DDP's defaults through
+// acspeed's hook for their per-bucket times. Only where there is an inter-node link to model and a
+// probe to time the buckets; a resumed session reuses the ones it stored.
+void Session::calibrate_model() {
+  if (hello_.nnodes < 2) {
+    observer_.note("step model: one node, no inter-node link to model: no bound or prediction");
+    return;
+  }
+  if (hello_.probe.empty()) {
+    observer_.note("step model: the workers have no probe: no bound or prediction");
+    return;
+  }
+  auto have = [&](const char* role) {
+    return std::any_of(model_trials_.begin(), model_trials_.end(), [&](const ModelTrial& t) { return t.role == role; });
+  };
+  const CommConfig defaults;
+  if (!have(kRoleCompute)) {
+    run_trial(defaults, kRoleCompute, std::nullopt, std::nullopt, "compute only (communication off)",
+              TrialMode::kComputeOnly);
+  }
+  if (!have(kRoleCalibration)) {
+    run_trial(defaults, kRoleCalibration, std::nullopt, std::nullopt, "DDP defaults through acspeed's hook",
+              TrialMode::kHooked);
+  }
+  const Prediction p = predict(model_, defaults);
+  if (!p.ok) {
+    observer_.note(fmt::format("step model: not calibrated ({})", p.why_not));
+    return;
+  }
+  const LinkFit& fit = model_.pooled.value();
+  observer_.note(fmt::format("step model: compute {} (forward + optimizer {}), link {:.1f} MB/s, latency {} per "
+                             "collective{}, gradients {:.1f} MB per step",
+                             format_seconds(*model_.compute_s), format_seconds(model_.serial_s.value_or(0)),
+                             fit.bytes_per_s / 1e6, format_seconds(fit.latency_s),
+                             fit.latency_fitted ? "" : " (not separable yet)",
+                             static_cast<double>(*model_.payload_bytes) / 1e6));
+}
 
 const Measured* Session::find(const CommConfig& config) const {
   const auto it = std::find_if(measured_.begin(), measured_.end(), [&](const Measured& m) { return m.config == config; });
@@ -157,7 +204,9 @@ void Session::open_session() {
     }
     session_id_ = record->id;
     int resumed = 0;
-    for (const auto& t : store_.trials(session_id_)) {
+    const auto stored = store_.trials(session_id_);
+    model_trials_ = model_trials(stored);
+    for (const auto& t : stored) {
       next_ordinal_ = std::max(next_ordinal_, t.ordinal + 1);
       if (t.role != "search") continue;  // decision pairs are run again in full
       Measured m;
@@ -181,6 +230,7 @@ void Session::open_session() {
       if (find(m.config) == nullptr) measured_.push_back(std::move(m));
       ++resumed;
     }
+    model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
     observer_.note(fmt::format("resuming session {}: {} search trial(s) already measured are reused", session_id_,
                                resumed));
     return;
@@ -198,7 +248,7 @@ void Session::open_session() {
   s.search_space_json = json(o_.space).dump();
   s.options_json = json{{"args", o_.args},
                         {"command_line", o_.command_line},
-                        {"settings", settings_in_environment()},
+                        {"settings", json(settings_in_environment())},
                         {"batch_size", o_.batch_size},
                         {"image_size", o_.image_size},
                         {"warmup", o_.warmup},
@@ -230,7 +280,7 @@ bool Session::budget_allows(int trials_ahead) const {
 }
 
 Measured Session::run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
-                            std::optional<size_t> candidate_index, const std::string& label) {
+                            std::optional<size_t> candidate_index, const std::string& label, TrialMode mode) {
   TrialRecord record;
   record.session_id = session_id_;
   record.ordinal = next_ordinal_++;
@@ -239,7 +289,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   record.started_at = utc_now();
   observer_.trial_started(trials_run_, planned_, label);
 
-  TrialRequest request{record.ordinal, config, o_.warmup, o_.steps};
+  TrialRequest request{record.ordinal, config, o_.warmup, o_.steps, mode};
   const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
   record.finished_at = utc_now();
   trial_walls_.push_back(outcome.wall_s);
@@ -269,7 +319,21 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   store_.add_trial(record);  // written as it happens: a killed tuner loses no completed trial
   if (m.status != "ok") any_failed_ = true;
 
-  TrialEvent event{record.ordinal, role, label, m.status, m.error, m.metrics, std::nullopt, 0};
+  if (m.status == "ok") remember(role, config, m.metrics);
+  TrialEvent event;
+  event.ordinal = record.ordinal;
+  event.role = role;
+  event.label = label;
+  event.status = m.status;
+  event.error = m.error;
+  event.metrics = m.metrics;
+  if (m.status == "ok" && mode != TrialMode::kComputeOnly) {
+    const Prediction p = predict(model_, config);
+    if (p.ok) {
+      event.bound_s = p.bound_s;
+      event.predicted_s = p.step_s;
+    }
+  }
   const Measured* fastest = best();
   if (role == "search" && m.cost < kFailedCost && (fastest == nullptr || m.cost < fastest->cost)) fastest = &m;
   if (fastest != nullptr) {
@@ -297,7 +361,9 @@ void Session::ensure_guard_reference() {
     const CommConfig reference = in_space ? start : CommConfig{};
     Measured m = run_trial(reference, in_space ? "search" : "baseline", std::nullopt,
                            in_space ? std::optional<size_t>(o_.space.ordinal_of(o_.space.default_point())) : std::nullopt,
-                           fmt::format("{} (the convergence guard's uncompressed reference)", reference.describe()));
+                           in_space ? reference.describe()
+                                    : fmt::format("{} (the convergence guard's uncompressed reference)",
+                                                  reference.describe()));
     if (m.cost == kFailedCost || m.metrics.losses.empty()) {
       ACS_THROW(Error, "the uncompressed reference run for the convergence guard failed ({}): compressed configs "
                        "cannot be judged",
@@ -314,6 +380,11 @@ void Session::search() {
   ensure_guard_reference();
   StrategyOptions strategy_options;
   strategy_options.seed = o_.seed;
+  strategy_options.forecast = [this](const Point& point) -> std::optional<Forecast> {
+    const Prediction p = predict(model_, o_.space.config_at(point));
+    if (!p.ok) return std::nullopt;
+    return Forecast{p.step_s, p.bound_s};
+  };
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
   while (auto point = strategy->next()) {
     const CommConfig config = o_.space.config_at(*point);
@@ -330,6 +401,9 @@ void Session::search() {
     Measured m = run_trial(config, "search", std::nullopt, o_.space.ordinal_of(*point), config.describe());
     strategy->report(*point, m.cost);
     measured_.push_back(std::move(m));
+  }
+  if (const std::string summary = strategy->summary(); !summary.empty()) {
+    observer_.note(fmt::format("{} strategy: {}", strategy_name_, summary));
   }
 }
 
@@ -383,7 +457,7 @@ void Session::hint_compression() const {
 
 void Session::report_search() const {
   std::vector<SearchResult> results;
-  for (const auto& m : measured_) results.push_back({m.config, m.status, m.cost, m.metrics});
+  for (const auto& m : measured_) results.push_back({m.config, m.status, m.cost, m.metrics, bound_of(m.config)});
   std::stable_sort(results.begin(), results.end(),
                    [](const SearchResult& a, const SearchResult& b) { return a.cost_s < b.cost_s; });
   observer_.search_finished(results);
@@ -457,15 +531,28 @@ void Session::decide() {
   decision.ci_low = verdict.ci_low;
   decision.ci_high = verdict.ci_high;
   if (!verdict.pair_speedups.empty()) evidence["pair_speedups"] = verdict.pair_speedups;
+  // How far the chosen config is from its bound (step_model.h), on its search measurement.
+  std::string bound_text;
+  const Measured* chosen = find(decision.config);
+  const Prediction p = predict(model_, decision.config);
+  if (p.ok) {
+    evidence["model"] = {{"bound_s", p.bound_s}, {"predicted_s", p.step_s}};
+    if (chosen != nullptr && chosen->cost < kFailedCost) {
+      evidence["model"]["efficiency"] = p.bound_s / chosen->cost;
+      bound_text = fmt::format("; step {} against a bound of {} (efficiency {:.0f}%)", format_seconds(chosen->cost),
+                               format_seconds(p.bound_s), 100 * p.bound_s / chosen->cost);
+    } else {
+      bound_text = fmt::format("; bound {}", format_seconds(p.bound_s));
+    }
+  }
   decision.evidence_json = evidence.dump();
   const int64_t id = store_.add_decision(decision, true);
   if (best.config.is_default()) {
-    observer_.note(fmt::format("decision {}: {}", id, decision.note));
+    observer_.note(fmt::format("decision {}: {}{}", id, decision.note, bound_text));
   } else {
-    observer_.note(fmt::format("decision {} (active for {} / {} / {} / world size {} / {} node(s)): {}", id,
+    observer_.note(fmt::format("decision {} (active for {} / {} / {} / world size {} / {} node(s)): {}{}", id,
                                decision.key.instance_type, o_.model, decision.key.precision, hello_.world_size,
-                               decision.key.nnodes,
-                               decision.note));
+                               decision.key.nnodes, decision.note, bound_text));
   }
 }
 
@@ -488,6 +575,7 @@ SessionResult Session::run() {
     open_session();
     observer_.note(fmt::format("session {} in {}", session_id_, store_.path()));
     planned_ = planned_search_trials(strategy_name_, o_.space) + 2 * o_.repeats;
+    calibrate_model();
     search();
     report_search();
     hint_compression();

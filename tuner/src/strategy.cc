@@ -107,6 +107,86 @@ class DescentStrategy : public Strategy {
   bool moved_in_sweep_ = false;
 };
 
+class ModelStrategy : public Strategy {
+ public:
+  ModelStrategy(const SearchSpace& space, const StrategyOptions& options)
+      : options_(options), descent_(space, options), default_point_(space.default_point()) {
+    for (size_t i = 0; i < space.size(); ++i) order_.push_back(space.point_at(i));
+    std::mt19937_64 generator(options.seed);
+    std::shuffle(order_.begin(), order_.end(), generator);
+  }
+  std::string name() const override { return "model"; }
+
+  std::optional<Point> next() override {
+    if (!guided_) {
+      guided_ = options_.forecast && options_.forecast(default_point_).has_value();
+      if (!guided_) {
+        auto p = descent_.next();
+        if (p) from_descent_ = true;
+        return p;
+      }
+    }
+    from_descent_ = false;
+    if (!measured_.count(default_point_)) return default_point_;
+    double best = kFailedCost;
+    for (const auto& [point, cost] : measured_) best = std::min(best, cost);
+    std::vector<std::pair<Point, Forecast>> forecast;
+    double lowest_bound = kFailedCost;
+    for (const auto& p : order_) {
+      const auto f = options_.forecast(p);
+      if (f) lowest_bound = std::min(lowest_bound, f->bound_s);
+      if (measured_.count(p)) continue;
+      if (!f) return p;  // the model cannot say: measure it
+      forecast.emplace_back(p, *f);
+    }
+    if (best < kFailedCost && lowest_bound < kFailedCost && best <= (1 + options_.stop_margin) * lowest_bound) {
+      stopped_ = fmt::format("stopped: the best measured step ({:.1f} ms) is within {:.0f}% of the lowest bound "
+                             "({:.1f} ms)", best * 1e3, options_.stop_margin * 100, lowest_bound * 1e3);
+      skipped_ = forecast.size();
+      return std::nullopt;
+    }
+    const std::pair<Point, Forecast>* pick = nullptr;
+    size_t pruned = 0;
+    for (const auto& candidate : forecast) {
+      if (best < kFailedCost && candidate.second.step_s > (1 + options_.prune_margin) * best) {
+        ++pruned;
+        continue;
+      }
+      if (pick == nullptr || candidate.second.step_s < pick->second.step_s) pick = &candidate;
+    }
+    if (pick == nullptr) {
+      skipped_ = pruned;
+      if (pruned > 0) {
+        stopped_ = fmt::format("{} config(s) not measured: each predicted more than {:.0f}% slower than the best "
+                               "measured step ({:.1f} ms)", pruned, options_.prune_margin * 100, best * 1e3);
+      }
+      return std::nullopt;
+    }
+    return pick->first;
+  }
+
+  void report(const Point& point, double cost) override {
+    if (from_descent_) descent_.report(point, cost);
+    measured_[point] = cost;
+  }
+
+  std::string summary() const override {
+    if (!guided_) return "the step model never forecast: coordinate descent ran instead";
+    return stopped_;
+  }
+
+ private:
+  StrategyOptions options_;
+  DescentStrategy descent_;
+  Point default_point_;
+  std::vector<Point> order_;  // every point, in a seeded order (the ties' order)
+  std::map<Point, double> measured_;
+  bool guided_ = false;
+  bool from_descent_ = false;
+  size_t skipped_ = 0;
+  std::string stopped_;
+};
+
 std::vector<std::string> names_with_auto() {
   std::vector<std::string> names = {"auto"};
   for (const auto& info : strategies()) names.push_back(info.name);
@@ -117,6 +197,11 @@ std::vector<std::string> names_with_auto() {
 
 const std::vector<StrategyInfo>& strategies() {
   static const std::vector<StrategyInfo> list = {
+      {"model", "guided by the step model: lowest predicted step first, prune at +10%, stop within 5% of the bound",
+       [](const SearchSpace& space) { return space.size() >= kDescentMinPoints; },
+       [](const SearchSpace& space, const StrategyOptions& options) -> std::unique_ptr<Strategy> {
+         return std::make_unique<ModelStrategy>(space, options);
+       }},
       {"descent", "coordinate descent over the knobs, seeded knob order, noise margin",
        [](const SearchSpace& space) { return space.size() >= kDescentMinPoints; },
        [](const SearchSpace& space, const StrategyOptions& options) -> std::unique_ptr<Strategy> {

@@ -52,6 +52,10 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kCommS, m.comm_s);
   put(metric::kExposedCommS, m.exposed_comm_s);
   if (!m.probe.empty()) j[metric::kProbe] = m.probe;
+  put(metric::kBucketCount, m.bucket_count);
+  put(metric::kBucketBytes, m.bucket_bytes);
+  put(metric::kForwardS, m.forward_s);
+  put(metric::kOptimizerS, m.optimizer_s);
   put(metric::kLossFirst, m.loss_first);
   put(metric::kLoss, m.loss);
   if (!m.losses.empty()) j[metric::kLosses] = m.losses;
@@ -86,6 +90,10 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kCommS, m.comm_s);
   read(j, metric::kExposedCommS, m.exposed_comm_s);
   read(j, metric::kProbe, m.probe);
+  read(j, metric::kBucketCount, m.bucket_count);
+  read(j, metric::kBucketBytes, m.bucket_bytes);
+  read(j, metric::kForwardS, m.forward_s);
+  read(j, metric::kOptimizerS, m.optimizer_s);
   read(j, metric::kLossFirst, m.loss_first);
   read(j, metric::kLoss, m.loss);
   read(j, metric::kLosses, m.losses);

@@ -54,10 +54,7 @@ pid_t start_workers(const WorkerLaunch& l, int master_port, const std::string& c
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   process::SpawnOptions options;
   options.argv = torchrun_argv(l, master_port, control);
-  if (!l.python_path.empty()) {
-    const char* old = getenv("PYTHONPATH");
-    options.env = {{"PYTHONPATH", old != nullptr && *old != '\0' ? l.python_path + ":" + old : l.python_path}};
-  }
+  options.env = worker_environment(l);
   options.stdin_fd = null_fd;
   options.stdout_fd = log_fd;
   options.stderr_fd = log_fd;
@@ -87,6 +84,15 @@ std::string_view to_string(TrialStatus status) {
       return "timeout";
   }
   return "failed";
+}
+
+process::Environment worker_environment(const WorkerLaunch& l) {
+  process::Environment env = {{"NNODES", std::to_string(l.nnodes)}};
+  if (!l.python_path.empty()) {
+    const char* old = getenv("PYTHONPATH");
+    env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? l.python_path + ":" + old : l.python_path);
+  }
+  return env;
 }
 
 std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, const std::string& control) {

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "acspeed/process/spawn.h"
 #include "protocol.h"
 
 namespace acspeed::tuner {
@@ -32,6 +33,11 @@ struct WorkerLaunch {
   std::string work_dir;  // socket and worker logs (must exist)
   std::chrono::seconds start_timeout{600};  // from launch to rank 0's hello (model build, rendezvous)
 };
+
+// What the workers' environment gets over the tuner's: the acspeed package in front of PYTHONPATH,
+// and NNODES = the launch's node count, so the node count the worker records and looks decisions up
+// with is the launch's, not a stale NNODES the tuner itself inherited.
+process::Environment worker_environment(const WorkerLaunch& launch);
 
 enum class TrialStatus { kOk, kFailed, kTimeout };
 std::string_view to_string(TrialStatus status);

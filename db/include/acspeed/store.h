@@ -20,7 +20,7 @@
 
 namespace acspeed {
 
-inline constexpr int kStoreSchemaVersion = 2;
+inline constexpr int kStoreSchemaVersion = 3;
 
 // $ACSPEED_DB, else $XDG_DATA_HOME/acspeed/acspeed.db, else ~/.local/share/acspeed/acspeed.db.
 std::string default_store_path();
@@ -86,7 +86,9 @@ struct TrialRecord {
   int64_t id = 0;
   int64_t session_id = 0;
   int64_t ordinal = 0;               // order within the session
-  std::string role = "search";       // search|baseline|candidate (candidate/baseline: decision pairs)
+  // search|baseline|candidate (candidate/baseline: decision pairs)|compute|calibration (the step
+  // model's compute-only step and DDP's defaults through acspeed's hook: tuner/step_model.h)
+  std::string role = "search";
   std::string config_json;           // CommConfig JSON
   std::string status = "ok";         // ok|failed|timeout
   std::string error;                 // error text for failed/timeout

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,9 @@ std::string_view setting_type_name(SettingType type);
 
 // The raw value from the environment (nullopt when unset or empty).
 std::optional<std::string> setting_raw(std::string_view name);
+// Every setting that is set in the environment, name -> raw value (what versioned JSON output and
+// sessions record; never the whole environment).
+std::map<std::string, std::string> settings_in_environment();
 
 // Typed accessors: the environment's value if set, else the registry default; nullopt when neither.
 bool setting_bool(std::string_view name);

@@ -18,6 +18,7 @@
 
 #include "acspeed/config.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/step_model.h"
 #include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::report {
@@ -51,6 +52,8 @@ struct TrialSummary {
   // loss and whether it stayed finite, the decision pair; defaults where the trial has none (or
   // metrics that do not read as that schema: the report then rests on the raw step times).
   tuner::TrialMetrics metrics;
+  // The session's step model (tuner/step_model.h) for this trial's config; efficiency = bound / p50.
+  std::optional<double> bound_s, predicted_s, efficiency;
 };
 
 // A set of step times pooled from several trials (the baseline, or the best configuration).
@@ -84,6 +87,8 @@ struct Report {
   std::optional<PooledTimes> best;                 // the winner (or best candidate) as measured
   std::vector<RepeatPair> pairs;                   // alternated repeats of the decision
   std::vector<std::string> probes;                 // probes that measured the breakdown, sorted
+  tuner::StepModel model;                          // calibrated from the session's trials
+  std::string model_note;                          // why there is no bound ("" when there is one)
   // Flattened "a.b" -> text views of the session's JSON columns, for the human formats (arrays of
   // objects or of more than a dozen values are summarised; the JSON report has them whole).
   std::vector<std::pair<std::string, std::string>> versions, search_space, options, evidence;

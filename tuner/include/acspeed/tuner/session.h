@@ -17,6 +17,7 @@
 #include "acspeed/precision.h"
 #include "acspeed/store.h"
 #include "acspeed/tuner/search_space.h"
+#include "acspeed/tuner/step_model.h"
 #include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
@@ -61,6 +62,9 @@ struct TrialEvent {
   std::string status;  // ok|failed|timeout
   std::string error;
   TrialMetrics metrics;  // status ok: what it measured
+  // The step model's bound for this config (step_model.h) and its predicted step, once the session
+  // is calibrated; efficiency = bound / measured p50.
+  std::optional<double> bound_s, predicted_s;
   // The fastest search result so far (cost = median step time, s), when there is one.
   std::optional<CommConfig> best_config;
   double best_cost_s = 0;
@@ -72,6 +76,7 @@ struct SearchResult {
   std::string status;  // ok|failed|timeout
   double cost_s;       // median step time; infinite when failed or rejected
   TrialMetrics metrics;
+  std::optional<double> bound_s;  // the step model's bound, when calibrated
 };
 
 // What a session tells whoever runs it. Called from the session's thread.

@@ -2,8 +2,19 @@
 //
 // A strategy is chosen at run time (`--strategy NAME`, default `auto`) from an ordered list; for
 // `auto` the first implementation whose enabled() accepts the space wins (Horovod's op list):
-//   descent - coordinate descent (the default for spaces of more than kDescentMinPoints points)
+//   model   - guided by the session's step model (the default for spaces of kDescentMinPoints
+//             points or more); coordinate descent until the model can forecast
+//   descent - coordinate descent
 //   grid    - every point, in row-major order (always enabled)
+//
+// The model strategy (step_model.h): once the session's step model forecasts the points (a
+// compute-only step, a link fit and the gradients' bytes are known), it measures the untried point
+// with the lowest predicted step next (ties in a seeded order), skips points predicted slower than
+// (1 + prune_margin) x the best measured step (re-judged after every trial, as the model learns),
+// and stops when the best measured step is within (1 + stop_margin) x the lowest bound of any
+// point: no config can be much faster. Points the model cannot forecast (a compression it has no
+// byte model for) are measured before the forecast ones. Until the model forecasts (one node, no
+// probe) it runs coordinate descent, keeping what descent measured.
 //
 // Why coordinate descent rather than successive halving or a model: a trial of a real DDP step is
 // expensive (seconds) and noisy (+-10% between runs on a CPU, see DESIGN.md), and the knobs act
@@ -20,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -42,12 +54,25 @@ class Strategy {
   virtual std::optional<Point> next() = 0;
   // The cost (median step time, s; kFailedCost for a failed trial) of a point next() returned.
   virtual void report(const Point& point, double cost) = 0;
+  // What the search decided beyond its measurements (points skipped, why it stopped); "" if nothing.
+  virtual std::string summary() const { return ""; }
 };
 
+// The step model's view of a point.
+struct Forecast {
+  double step_s = 0;
+  double bound_s = 0;
+};
+// nullopt: the model cannot forecast this point (yet).
+using ForecastFn = std::function<std::optional<Forecast>(const Point&)>;
+
 struct StrategyOptions {
-  uint64_t seed = 0;       // orders the knobs of each descent sweep
+  uint64_t seed = 0;       // orders the knobs of each descent sweep, and the model's ties
   double min_gain = 0.03;  // descent: move only for a cost below (1 - min_gain) x the incumbent's
   int max_sweeps = 3;      // descent: sweeps over all knobs at most
+  ForecastFn forecast;         // model: the session's step model (empty: never forecasts)
+  double prune_margin = 0.10;  // model: skip points predicted above (1 + margin) x the best measured
+  double stop_margin = 0.05;   // model: stop when the best measured is within (1 + margin) x the lowest bound
 };
 
 struct StrategyInfo {

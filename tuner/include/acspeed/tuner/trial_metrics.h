@@ -15,6 +15,9 @@
 //   "comm_s"           float   probe: median per-step communication time (s), rank 0
 //   "exposed_comm_s"   float   probe: median per-step communication not hidden behind compute (s)
 //   "probe"            string  which probe produced the breakdown ("cpu-timers", "cupti", ...)
+//   "bucket_count"     int     probe, acspeed's hook: gradient buckets communicated per step
+//   "bucket_bytes"     int     probe, acspeed's hook: their payload per step before compression (bytes)
+//   "forward_s" "optimizer_s"  float   compute-only trials: median forward / optimizer time (s)
 //   "loss_first"       float   loss of the first warm-up step (same weights and batch every trial)
 //   "loss"             float   loss of the last timed step (mean over ranks)
 //   "losses"           [float] the loss of every step, warm-up included (mean over ranks): the trajectory
@@ -32,6 +35,7 @@
 //   "candidate_index"  int     search phase only: index of the config in the session's search space
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +63,10 @@ inline constexpr const char* kComputeS = "compute_s";
 inline constexpr const char* kCommS = "comm_s";
 inline constexpr const char* kExposedCommS = "exposed_comm_s";
 inline constexpr const char* kProbe = "probe";
+inline constexpr const char* kBucketCount = "bucket_count";
+inline constexpr const char* kBucketBytes = "bucket_bytes";
+inline constexpr const char* kForwardS = "forward_s";
+inline constexpr const char* kOptimizerS = "optimizer_s";
 inline constexpr const char* kLossFirst = "loss_first";
 inline constexpr const char* kLoss = "loss";
 inline constexpr const char* kLosses = "losses";
@@ -83,6 +91,9 @@ struct TrialMetrics {
   int steps = 0;
   std::optional<double> compute_s, comm_s, exposed_comm_s;
   std::string probe;  // empty = no probe breakdown
+  std::optional<int> bucket_count;
+  std::optional<int64_t> bucket_bytes;
+  std::optional<double> forward_s, optimizer_s;
   std::optional<double> loss_first, loss;
   std::vector<double> losses;
   std::optional<double> compression_s;

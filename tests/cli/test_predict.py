@@ -1,0 +1,75 @@
+"""acspeed-tune predict on sessions tuned against the fake rank 0 (tests/tuner/fake_worker.py): in
+mode `link` its steps follow the step model's physics (compute 100 ms, forward + optimizer 40 ms, 2 ms
+per bucket, 125 MB/s on a 1 Gbit testbed link, 46.8 MB of gradients, head 85 ms), so the predictions
+have known values; in mode `ok` (one node, no probe) there is nothing to predict."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+FAKE_WORKER = pathlib.Path(__file__).resolve().parents[1] / "tuner" / "fake_worker.py"
+
+
+@pytest.fixture()
+def tuned(tune_binary, isolated_store, monkeypatch):
+    def run(mode):
+        monkeypatch.setenv("ACSPEED_PYTHON", str(FAKE_WORKER))
+        monkeypatch.setenv("FAKE_WORKER_MODE", mode)
+        monkeypatch.setenv("ACSPEED_INSTANCE_TYPE", "testbed-2x1@1gbit")
+        result = subprocess.run([str(tune_binary), "--db", str(isolated_store), "--model", "fake", "--bucket-mb", "5,25",
+                                 "--compression", "none,fp16", "--streams", "1,2", "--nproc-per-node", "2", "--warmup",
+                                 "1", "--steps", "3", "--budget-minutes", "0"],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+    return run
+
+
+def predict(tune_binary, store, *args):
+    return subprocess.run([str(tune_binary), "--db", str(store), "predict", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_predictions_follow_the_calibrated_link_to_other_rates_and_node_counts(tune_binary, isolated_store, tuned):
+    out = tuned("link")
+    assert "bound 414.4 ms (efficiency 89%)" in out  # DDP defaults' trial line
+    result = predict(tune_binary, isolated_store, "--latest", "--link", "500mbit,10gbit", "--nnodes", "2,4", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["version"] == 1 and "predict" in doc["command_line"]
+    assert doc["settings"]["ACSPEED_INSTANCE_TYPE"] == "testbed-2x1@1gbit"
+    assert doc["versions"]["acspeed"] and doc["calibration"]["link_bits_per_s"] == 1_000_000_000
+    rows = {(p["baseline"], p["link_bits_per_s"], p["nnodes"]): p for p in doc["predictions"]}
+    slow = rows[(True, 500_000_000, 2)]
+    # head 85 ms + 3 buckets x 2 ms + 46.8 MB at 62.5 MB/s; bound = 40 ms + the wire time.
+    assert slow["step_s"] == pytest.approx(0.085 + 0.006 + 46.8e6 / 62.5e6, abs=1e-4)
+    assert slow["bound_s"] == pytest.approx(0.04 + 46.8e6 / 62.5e6, abs=1e-4)
+    # 4 nodes: ring allreduce puts 2 x 3/4 of the gradients on each node's link.
+    assert rows[(True, 500_000_000, 4)]["wire_bytes"] == int(1.5 * 46.8e6)
+    # 10 Gbit: compute-bound bound.
+    assert rows[(True, 10_000_000_000, 2)]["bound_s"] == pytest.approx(0.1)
+    tuned_rows = [p for p in doc["predictions"] if not p["baseline"]]
+    assert tuned_rows and all(p["config"]["compression"] == "fp16" for p in tuned_rows)
+    table = predict(tune_binary, isolated_store, "--latest", "--link", "2gbit")
+    assert table.returncode == 0, table.stderr
+    assert "step (ms)" in table.stdout and "bound (ms)" in table.stdout and "link (Gbit/s)" in table.stdout
+    assert "DDP defaults (baseline)" in table.stdout
+
+
+def test_a_session_without_the_models_trials_is_an_error_naming_what_is_missing(tune_binary, isolated_store, tuned):
+    tuned("ok")  # one node, no probe: the session runs no compute-only trial
+    result = predict(tune_binary, isolated_store, "--latest")
+    assert result.returncode == 1
+    assert "cannot be predicted" in result.stderr and "compute-only" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("args, named", [(["--latest", "--link", "fast"], "'fast'"),
+                                         (["--latest", "--nnodes", "0"], "--nnodes"),
+                                         (["--session", "1", "--latest"], "one of --session"),
+                                         ([], "one of --session")])
+def test_bad_input_is_a_usage_error_naming_the_value(tune_binary, isolated_store, args, named):
+    result = predict(tune_binary, isolated_store, *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert named in result.stderr

@@ -1,0 +1,150 @@
+// The step model: calibration from a session's trials and the arithmetic of prediction and bound,
+// on trials synthesised from known compute, latency, bandwidth and heads.
+#include "acspeed/tuner/step_model.h"
+
+#include <gtest/gtest.h>
+
+namespace acspeed::tuner {
+namespace {
+
+constexpr double kCompute = 0.100;   // compute-only step (s)
+constexpr double kForward = 0.030;
+constexpr double kOptimizer = 0.010;
+constexpr double kLatency = 0.002;   // per collective
+constexpr double kBandwidth = 125e6;  // bytes/s at calibration
+constexpr int64_t kPayload = 46'800'000;
+// World size 2: ring allreduce sends 2(W-1)/W = 1 x the payload per node.
+
+CommConfig fp16_bucket(double mb) {
+  CommConfig c;
+  c.bucket_cap_mb = mb;
+  c.compression = Compression::kFp16;
+  return c;
+}
+
+TrialMetrics hooked(double p50, int buckets, double wire_bytes) {
+  TrialMetrics m;
+  m.p50_s = p50;
+  m.bucket_count = buckets;
+  m.bucket_bytes = kPayload;
+  m.comm_s = buckets * kLatency + wire_bytes / kBandwidth;
+  return m;
+}
+
+TrialMetrics plain(double p50) {
+  TrialMetrics m;
+  m.p50_s = p50;
+  return m;
+}
+
+// DDP defaults (3 buckets, head 85 ms), fp16 5 MiB (10 buckets, head 130 ms).
+std::vector<ModelTrial> session_trials() {
+  TrialMetrics compute = plain(kCompute);
+  compute.forward_s = kForward;
+  compute.optimizer_s = kOptimizer;
+  const double defaults_comm = 3 * kLatency + kPayload / kBandwidth;
+  const double fp16_comm = 10 * kLatency + kPayload / 2.0 / kBandwidth;
+  return {
+      {kRoleCompute, CommConfig{}, compute},
+      {kRoleCalibration, CommConfig{}, hooked(0.5, 3, kPayload)},  // its step time is not the defaults'
+      {"search", CommConfig{}, plain(0.085 + defaults_comm)},
+      {"search", fp16_bucket(5), hooked(0.130 + fp16_comm, 10, kPayload / 2.0)},
+  };
+}
+
+StepModel model() { return calibrate(session_trials(), {2, 2}); }
+
+TEST(StepModel, CalibrationRecoversComputeLinkAndTheHeadOfEachMeasuredConfig) {
+  const StepModel m = model();
+  ASSERT_TRUE(m.compute_s && m.serial_s && m.payload_bytes && m.pooled);
+  EXPECT_DOUBLE_EQ(*m.compute_s, kCompute);
+  EXPECT_DOUBLE_EQ(*m.serial_s, kForward + kOptimizer);
+  EXPECT_EQ(*m.payload_bytes, kPayload);
+  EXPECT_NEAR(m.pooled->bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
+  EXPECT_NEAR(m.pooled->latency_s, kLatency, 1e-9);
+  const MeasuredConfig* defaults = find_measured(m, CommConfig{});
+  ASSERT_NE(defaults, nullptr);
+  EXPECT_EQ(defaults->buckets, 3);  // from the calibration trial: DDP's own run has no bucket times
+  ASSERT_TRUE(defaults->head_s);
+  EXPECT_NEAR(*defaults->head_s, 0.085, 1e-9);
+  EXPECT_NEAR(defaults->step_s, 0.085 + 3 * kLatency + kPayload / kBandwidth, 1e-12);  // not the calibration's 0.5 s
+  const MeasuredConfig* fp16 = find_measured(m, fp16_bucket(5));
+  ASSERT_NE(fp16, nullptr);
+  EXPECT_NEAR(*fp16->head_s, 0.130, 1e-9);
+}
+
+TEST(StepModel, PredictsTheMeasuredStepOnTheCalibrationLink) {
+  const StepModel m = model();
+  const Prediction p = predict(m, CommConfig{});
+  ASSERT_TRUE(p.ok) << p.why_not;
+  EXPECT_NEAR(p.step_s, find_measured(m, CommConfig{})->step_s, 1e-9);
+  EXPECT_TRUE(p.head_measured);
+}
+
+TEST(StepModel, HalfTheBandwidthDoublesTheWireTimeAndKeepsHeadAndLatency) {
+  const Prediction p = predict(model(), CommConfig{}, {0.5, 0, 0});
+  ASSERT_TRUE(p.ok);
+  EXPECT_NEAR(p.wire_s, 2 * kPayload / kBandwidth, 1e-9);
+  EXPECT_NEAR(p.comm_s, 3 * kLatency + 2 * kPayload / kBandwidth, 1e-9);
+  EXPECT_NEAR(p.step_s, 0.085 + p.comm_s, 1e-9);
+  // Bound: the wire time plus forward and optimizer, which no gradient communication overlaps.
+  EXPECT_NEAR(p.bound_s, kForward + kOptimizer + 2 * kPayload / kBandwidth, 1e-9);
+}
+
+TEST(StepModel, AFastEnoughLinkMakesTheStepComputeBound) {
+  const Prediction p = predict(model(), fp16_bucket(5), {100, 0, 0});
+  ASSERT_TRUE(p.ok);
+  EXPECT_DOUBLE_EQ(p.bound_s, kCompute);
+  // The head (130 ms) is more than compute: the config's own CPU work stays in its predicted step.
+  EXPECT_NEAR(p.step_s, 0.130 + 10 * kLatency + kPayload / 2.0 / (100 * kBandwidth), 1e-9);
+  EXPECT_GE(p.step_s, p.bound_s);
+}
+
+TEST(StepModel, CompressionHalvesTheWireBytesOfTheBound) {
+  const StepModel m = model();
+  const Prediction none = predict(m, CommConfig{});
+  const Prediction fp16 = predict(m, fp16_bucket(5));
+  ASSERT_TRUE(none.ok && fp16.ok);
+  EXPECT_EQ(none.wire_bytes, kPayload);
+  EXPECT_EQ(fp16.wire_bytes, kPayload / 2);
+  EXPECT_NEAR(none.bound_s, kForward + kOptimizer + kPayload / kBandwidth, 1e-9);
+  EXPECT_NEAR(fp16.bound_s, kForward + kOptimizer + kPayload / 2.0 / kBandwidth, 1e-9);
+}
+
+TEST(StepModel, MoreNodesSendTheRingsShareOfThePayload) {
+  // 4 nodes x 1: ring allreduce sends 2 x 3/4 of the payload per node; hierarchical 2 x 3/4 too,
+  // but 2 x 2 ranks: flat ring 2 x 3/4, hierarchical (over 2 nodes) 1 x.
+  const StepModel m = model();
+  EXPECT_EQ(predict(m, CommConfig{}, {1, 4, 1}).wire_bytes, static_cast<int64_t>(1.5 * kPayload));
+  EXPECT_EQ(predict(m, CommConfig{}, {1, 2, 2}).wire_bytes, static_cast<int64_t>(1.5 * kPayload));
+  CommConfig hierarchical;
+  hierarchical.algorithm = Algorithm::kHierarchical;
+  EXPECT_EQ(predict(m, hierarchical, {1, 2, 2}).wire_bytes, kPayload);
+}
+
+TEST(StepModel, AnUntriedConfigBorrowsTheHeadOfMeasuredConfigsWithItsCompression) {
+  const StepModel m = model();
+  const Prediction p = predict(m, fp16_bucket(25));
+  ASSERT_TRUE(p.ok);
+  EXPECT_FALSE(p.head_measured);
+  // 25 MiB buckets over 46.8 MB: 1 MiB first bucket + 2 more (DDP's bucketing, estimated).
+  EXPECT_NEAR(p.step_s, 0.130 + 3 * kLatency + kPayload / 2.0 / kBandwidth, 1e-9);
+}
+
+TEST(StepModel, SaysWhatIsMissingInsteadOfPredicting) {
+  auto trials = session_trials();
+  EXPECT_EQ(predict(calibrate(trials, {2, 1}), CommConfig{}).why_not,
+            "the session ran on one node: there was no inter-node link to calibrate");
+  const Prediction one_node = predict(calibrate(trials, {2, 2}), CommConfig{}, {1, 1, 2});
+  EXPECT_FALSE(one_node.ok);
+  trials.erase(trials.begin());  // no compute-only trial
+  EXPECT_EQ(predict(calibrate(trials, {2, 2}), CommConfig{}).why_not, "no compute-only trial in this session");
+  // An old session: step times only.
+  const std::vector<ModelTrial> old = {{kRoleCompute, CommConfig{}, plain(kCompute)}, {"search", CommConfig{}, plain(0.45)}};
+  const Prediction p = predict(calibrate(old, {2, 2}), CommConfig{});
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.why_not.find("per-bucket bytes"), std::string::npos) << p.why_not;
+}
+
+}  // namespace
+}  // namespace acspeed::tuner

@@ -1,0 +1,88 @@
+"""The trial worker's modes for the step model (tuner/step_model.h), with real torchrun ranks (2
+processes, gloo): "compute" runs the bare model without communication and times forward and the
+optimizer apart; "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
+buckets' count and bytes, which plain DDP (no hook) does not."""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def worker(tmp_path):
+    """Starts two worker ranks on the tiny MLP; yields a function sending one trial, returning its result."""
+    path = str(tmp_path / "control.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(120)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
+    ranks = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                              f"--master_port={_free_port()}", "-m", "acspeed.worker", "--model", "tiny_models:mlp",
+                              "--batch-size", "4", "--control", path], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        connection, _ = server.accept()
+        connection.settimeout(120)
+        reader = connection.makefile("r")
+        hello = json.loads(reader.readline())
+        assert hello["type"] == "hello", hello
+
+        def trial(ident, mode=None, **config):
+            request = {"v": 1, "type": "trial", "id": ident, "warmup": 1, "steps": 3,
+                       "config": dict({"version": 1}, **config)}
+            if mode:
+                request["mode"] = mode
+            connection.sendall((json.dumps(request) + "\n").encode())
+            return json.loads(reader.readline())
+
+        trial.probe = hello["probe"]
+        trial.param_bytes = hello["param_bytes"]
+        yield trial
+        try:
+            connection.sendall(b'{"v": 1, "type": "stop"}\n')
+            ranks.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # a failed trial ended the workers already
+    finally:
+        if ranks.poll() is None:
+            ranks.kill()
+            ranks.wait()
+        server.close()
+
+
+def test_compute_mode_times_the_bare_model_and_its_phases(worker):
+    result = worker(1, mode="compute")
+    assert result["status"] == "ok", result
+    assert len(result["step_times_s"]) == 3 and result["finite"] is True
+    step = sorted(result["step_times_s"])[1]
+    assert 0 < result["forward_s"] < step and 0 < result["optimizer_s"] < step
+    assert "comm_s" not in result and "bucket_count" not in result  # no DDP, no probe, no communication
+
+
+def test_hooked_mode_reports_the_buckets_that_plain_ddp_does_not(worker):
+    if not worker.probe:
+        pytest.skip("the probes (acspeed._probes) are not built")
+    plain = worker(1)
+    hooked = worker(2, mode="hooked")
+    assert plain["status"] == "ok" and hooked["status"] == "ok", (plain, hooked)
+    assert "bucket_count" not in plain  # DDP's built-in allreduce: no hook reports buckets
+    assert hooked["bucket_count"] >= 1 and hooked["comm_s"] > 0
+    assert hooked["bucket_bytes"] == worker.param_bytes  # every gradient, uncompressed
+
+
+def test_an_unknown_mode_fails_the_trial_naming_it(worker):
+    result = worker(1, mode="teleport")
+    assert result["status"] == "failed" and "'teleport'" in result["error"], result

@@ -1,0 +1,110 @@
+// The step-time model of a tuning session: calibrated from what its trials measured, it predicts a
+// config's step time and bounds it, on the link it was calibrated on or on another link rate and
+// node count.
+//
+// Calibration (calibrate(), from the session's ok trials):
+//   compute     C = the compute-only step: the session's "compute" trial runs forward, backward and
+//                 the optimizer on the bare model, with no DDP and no communication (on the CPU and
+//                 on a GPU alike; on a GPU the device is synchronized around each phase). It also
+//                 times forward + optimizer: S_serial, the compute no gradient communication can
+//                 overlap (DDP starts communicating during backward; the optimizer needs every bucket).
+//   link        per algorithm (and pooled over all), fit_link() on every trial that ran acspeed's
+//                 hook: collectives = buckets / streams, wire bytes = the buckets' payload x the
+//                 compression's wire fraction x the algorithm's factor, time = the probe's per-step
+//                 communication time. DDP's defaults run no hook, so the session measures them once
+//                 more through acspeed's plain allreduce hook (role "calibration"): the same buckets
+//                 and bytes as DDP's built-in allreduce, now with per-bucket times.
+//   overlap     per measured config, its head h = measured step - modelled communication time: the
+//                 part of the step that communication did not overlap (forward, the backward before the
+//                 first bucket, the optimizer, and whatever the config's own CPU work costs).
+// Prediction:  T = buckets / streams x latency + wire bytes / bandwidth;  step = max(C, h + T).
+//   An untried config takes the median head of measured configs with its compression (else of all).
+// Bound:       max(C, S_serial + wire bytes / bandwidth): no step is faster than its compute, nor than
+//   its wire time plus the compute that cannot overlap it (forward and the optimizer). Per-collective
+//   latency and the hook's own work are not in the bound. Efficiency = bound / measured step.
+// Wire bytes on the bottleneck (inter-node) link per node and step, P = gradient payload: ring
+//   allreduce and reduce-scatter + all-gather 2(W-1)/W x P over W ranks, hierarchical 2(N-1)/N x P over
+//   N nodes; fp16/bf16 halve P. Other node counts keep each rank's compute and the per-node link.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "acspeed/config.h"
+#include "acspeed/store.h"
+#include "acspeed/tuner/link_fit.h"
+#include "acspeed/tuner/trial_metrics.h"
+
+namespace acspeed::tuner {
+
+// Roles of the session's calibration trials (beside search|baseline|candidate).
+inline constexpr const char* kRoleCompute = "compute";          // communication off
+inline constexpr const char* kRoleCalibration = "calibration";  // DDP defaults through acspeed's hook
+
+struct ModelTrial {
+  std::string role;
+  CommConfig config;
+  TrialMetrics metrics;  // of an ok trial
+};
+
+struct ModelSetup {
+  int world_size = 0;
+  int nnodes = 0;
+};
+
+// A config the session measured.
+struct MeasuredConfig {
+  CommConfig config;
+  double step_s = 0;                 // median of its trials' p50 (calibration trials excluded)
+  std::optional<int> buckets;        // per step, from the probe
+  std::optional<double> comm_s;      // modelled communication time on the calibration link
+  std::optional<double> head_s;      // step_s - comm_s, at least 0
+};
+
+struct StepModel {
+  ModelSetup setup;
+  std::optional<double> compute_s;    // C
+  std::optional<double> serial_s;     // forward + optimizer of the compute-only step
+  std::optional<int64_t> payload_bytes;  // gradient bytes per step, before compression
+  std::map<Algorithm, LinkFit> fits;  // per algorithm
+  std::optional<LinkFit> pooled;      // over every algorithm
+  std::vector<MeasuredConfig> measured;
+};
+
+StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& setup);
+
+// The ok trials of a stored session, as the model reads them (unreadable ones are left out).
+std::vector<ModelTrial> model_trials(const std::vector<TrialRecord>& records);
+// The model of a stored session.
+StepModel session_model(const Store& store, const SessionRecord& session);
+
+// Where to predict: another bandwidth (a multiple of the calibrated one) or node count.
+struct Scenario {
+  double bandwidth_scale = 1;  // link rate / the calibration link's rate
+  int nnodes = 0;              // 0: the calibration's
+  int nproc_per_node = 0;      // 0: the calibration's
+};
+
+struct Prediction {
+  bool ok = false;
+  std::string why_not;  // !ok: what is missing (no compute-only trial, no probe data, ...)
+  double step_s = 0;
+  double bound_s = 0;
+  double comm_s = 0;    // modelled communication time per step
+  double wire_s = 0;    // wire bytes / bandwidth
+  int64_t wire_bytes = 0;
+  bool head_measured = false;  // the config was measured (else its head is borrowed)
+};
+
+Prediction predict(const StepModel& model, const CommConfig& config, const Scenario& scenario = {});
+
+// The measured config equal to `config`, or nullptr.
+const MeasuredConfig* find_measured(const StepModel& model, const CommConfig& config);
+
+// The wire fraction of a compression (fp16/bf16: 0.5); nullopt when no model of its bytes exists.
+std::optional<double> wire_fraction(Compression compression);
+
+}  // namespace acspeed::tuner

@@ -1,0 +1,229 @@
+#include "acspeed/tuner/step_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "acspeed/error.h"
+#include "acspeed/tuner/statistics.h"
+
+namespace acspeed::tuner {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Bytes per node and step on the inter-node link, per byte of payload.
+double algorithm_factor(Algorithm algorithm, int world_size, int nnodes) {
+  if (algorithm == Algorithm::kHierarchical) return nnodes > 1 ? 2.0 * (nnodes - 1) / nnodes : 0.0;
+  return world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0;
+}
+
+std::optional<double> wire_bytes(const CommConfig& c, int64_t payload, int world_size, int nnodes) {
+  const auto fraction = wire_fraction(c.compression);
+  if (!fraction) return std::nullopt;
+  return static_cast<double>(payload) * *fraction * algorithm_factor(c.algorithm, world_size, nnodes);
+}
+
+// DDP's bucketing, approximately: a first bucket of first_bucket_mb, then buckets of bucket_cap_mb.
+int estimated_buckets(const CommConfig& c, int64_t payload) {
+  const double first = c.first_bucket_mb.value_or(1.0) * kMiB;
+  const double cap = c.bucket_cap_mb.value_or(25.0) * kMiB;
+  const double rest = std::max(0.0, static_cast<double>(payload) - first);
+  return 1 + static_cast<int>(std::ceil(rest / cap));
+}
+
+const LinkFit* fit_for(const StepModel& m, Algorithm algorithm) {
+  const auto it = m.fits.find(algorithm);
+  if (it != m.fits.end()) return &it->second;
+  return m.pooled ? &*m.pooled : nullptr;
+}
+
+std::optional<int> buckets_of(const StepModel& m, const CommConfig& c) {
+  const MeasuredConfig* measured = find_measured(m, c);
+  if (measured != nullptr && measured->buckets) return measured->buckets;
+  // The calibration trial of DDP's defaults counts the same buckets as any config with the same sizes.
+  for (const auto& other : m.measured) {
+    if (other.buckets && other.config.bucket_cap_mb == c.bucket_cap_mb &&
+        other.config.first_bucket_mb == c.first_bucket_mb) {
+      return other.buckets;
+    }
+  }
+  return std::nullopt;
+}
+
+// The head of an untried config: the median head of measured configs with the same compression and
+// algorithm, else the same compression, else all; the serial compute when nothing was measured.
+double borrowed_head(const StepModel& m, const CommConfig& c) {
+  auto heads = [&](auto&& same) {
+    std::vector<double> out;
+    for (const auto& other : m.measured) {
+      if (other.head_s && same(other.config)) out.push_back(*other.head_s);
+    }
+    return out;
+  };
+  for (auto&& values : {heads([&](const CommConfig& o) { return o.compression == c.compression && o.algorithm == c.algorithm; }),
+                        heads([&](const CommConfig& o) { return o.compression == c.compression; }),
+                        heads([](const CommConfig&) { return true; })}) {
+    if (!values.empty()) return median(values);
+  }
+  return m.serial_s.value_or(0.0);
+}
+
+}  // namespace
+
+std::optional<double> wire_fraction(Compression compression) {
+  switch (compression) {
+    case Compression::kNone:
+      return 1.0;
+    case Compression::kFp16:
+    case Compression::kBf16:
+      return 0.5;
+  }
+  return std::nullopt;
+}
+
+const MeasuredConfig* find_measured(const StepModel& model, const CommConfig& config) {
+  for (const auto& m : model.measured) {
+    if (m.config == config) return &m;
+  }
+  return nullptr;
+}
+
+StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& setup) {
+  StepModel model;
+  model.setup = setup;
+  std::vector<double> compute, serial;
+  for (const auto& t : trials) {
+    if (t.role != kRoleCompute || t.metrics.p50_s <= 0) continue;
+    compute.push_back(t.metrics.p50_s);
+    if (t.metrics.forward_s && t.metrics.optimizer_s) serial.push_back(*t.metrics.forward_s + *t.metrics.optimizer_s);
+  }
+  if (!compute.empty()) model.compute_s = median(compute);
+  if (!serial.empty()) model.serial_s = median(serial);
+
+  for (const auto& t : trials) {
+    if (t.metrics.bucket_bytes) model.payload_bytes = std::max(model.payload_bytes.value_or(0), *t.metrics.bucket_bytes);
+  }
+  // Link samples: every trial that ran acspeed's hook under the probe.
+  std::map<Algorithm, std::vector<LinkSample>> samples;
+  std::vector<LinkSample> all;
+  for (const auto& t : trials) {
+    const auto& m = t.metrics;
+    if (t.role == kRoleCompute || !m.comm_s || !m.bucket_count || !m.bucket_bytes || *m.bucket_count <= 0) continue;
+    const auto wire = wire_bytes(t.config, *m.bucket_bytes, setup.world_size, setup.nnodes);
+    if (!wire || *wire <= 0) continue;
+    const LinkSample s{static_cast<double>(*m.bucket_count) / t.config.streams, *wire, *m.comm_s};
+    samples[t.config.algorithm].push_back(s);
+    all.push_back(s);
+  }
+  for (const auto& [algorithm, list] : samples) {
+    if (auto fit = fit_link(list)) model.fits[algorithm] = *fit;
+  }
+  model.pooled = fit_link(all);
+
+  // Measured configs, in the order first measured.
+  for (const auto& t : trials) {
+    if (t.role == kRoleCompute) continue;
+    auto it = std::find_if(model.measured.begin(), model.measured.end(),
+                           [&](const MeasuredConfig& m) { return m.config == t.config; });
+    if (it == model.measured.end()) {
+      model.measured.push_back({t.config, 0, std::nullopt, std::nullopt, std::nullopt});
+      it = model.measured.end() - 1;
+    }
+    if (t.metrics.bucket_count && *t.metrics.bucket_count > 0) it->buckets = t.metrics.bucket_count;
+  }
+  for (auto& mc : model.measured) {
+    std::vector<double> steps;
+    for (const auto& t : trials) {
+      if (t.role != kRoleCompute && t.role != kRoleCalibration && t.config == mc.config && t.metrics.p50_s > 0) {
+        steps.push_back(t.metrics.p50_s);
+      }
+    }
+    if (!steps.empty()) mc.step_s = median(steps);
+  }
+  // Calibration-only entries (no timed run of their own) stay for their bucket counts.
+  for (auto& mc : model.measured) {
+    const LinkFit* fit = fit_for(model, mc.config.algorithm);
+    if (mc.step_s <= 0 || fit == nullptr || !model.payload_bytes) continue;
+    const auto buckets = buckets_of(model, mc.config);
+    const auto wire = wire_bytes(mc.config, *model.payload_bytes, setup.world_size, setup.nnodes);
+    if (!buckets || !wire) continue;
+    mc.comm_s = fit->time_s(static_cast<double>(*buckets) / mc.config.streams, *wire);
+    mc.head_s = std::max(0.0, mc.step_s - *mc.comm_s);
+  }
+  return model;
+}
+
+std::vector<ModelTrial> model_trials(const std::vector<TrialRecord>& records) {
+  std::vector<ModelTrial> out;
+  for (const auto& r : records) {
+    if (r.status != "ok") continue;
+    try {
+      out.push_back({r.role, config_from_json(r.config_json), metrics_from_json(r.metrics_json)});
+    } catch (const InvalidArgument&) {
+      // a trial that does not read as a config and metrics tells the model nothing
+    }
+  }
+  return out;
+}
+
+StepModel session_model(const Store& store, const SessionRecord& session) {
+  return calibrate(model_trials(store.trials(session.id)),
+                   {static_cast<int>(session.world_size), static_cast<int>(session.nnodes)});
+}
+
+Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scenario) {
+  Prediction p;
+  const int nnodes = scenario.nnodes > 0 ? scenario.nnodes : m.setup.nnodes;
+  const int per_node = scenario.nproc_per_node > 0 ? scenario.nproc_per_node
+                                                   : (m.setup.nnodes > 0 ? m.setup.world_size / m.setup.nnodes : 0);
+  const int world = nnodes * per_node;
+  if (!m.compute_s) {
+    p.why_not = "no compute-only trial in this session";
+    return p;
+  }
+  if (m.setup.nnodes < 2) {
+    p.why_not = "the session ran on one node: there was no inter-node link to calibrate";
+    return p;
+  }
+  if (nnodes < 2) {
+    p.why_not = "one node: the model knows the inter-node link only";
+    return p;
+  }
+  if (!m.payload_bytes) {
+    p.why_not = "no trial carries the probe's per-bucket bytes (a session from before the model, or no probe)";
+    return p;
+  }
+  const LinkFit* fit = fit_for(m, c.algorithm);
+  if (fit == nullptr) {
+    p.why_not = "no link fit: no trial ran acspeed's hook with the probe";
+    return p;
+  }
+  const auto wire = wire_bytes(c, *m.payload_bytes, world, nnodes);
+  if (!wire) {
+    p.why_not = fmt::format("no model of the bytes {} compression sends", to_string(c.compression));
+    return p;
+  }
+  if (scenario.bandwidth_scale <= 0 || !std::isfinite(scenario.bandwidth_scale)) {
+    p.why_not = "bandwidth scale must be a positive number";
+    return p;
+  }
+  const int buckets = buckets_of(m, c).value_or(estimated_buckets(c, *m.payload_bytes));
+  const double bandwidth = fit->bytes_per_s * scenario.bandwidth_scale;
+  const MeasuredConfig* measured = find_measured(m, c);
+  const bool head_measured = measured != nullptr && measured->head_s.has_value();
+  const double head = head_measured ? *measured->head_s : borrowed_head(m, c);
+  const double compute = *m.compute_s;
+  const double serial = m.serial_s.value_or(0.0);
+  p.ok = true;
+  p.wire_bytes = static_cast<int64_t>(*wire);
+  p.wire_s = *wire / bandwidth;
+  p.comm_s = static_cast<double>(buckets) / c.streams * fit->latency_s + p.wire_s;
+  p.bound_s = std::max(compute, serial + p.wire_s);
+  p.step_s = std::max({compute, head + p.comm_s, p.bound_s});
+  p.head_measured = head_measured;
+  return p;
+}
+
+}  // namespace acspeed::tuner
