@@ -43,6 +43,7 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pairs", type=int, default=5, help="benchmark (tuned, default) pairs")
     parser.add_argument("--bench-steps", type=int, default=10)
+    parser.add_argument("--bench-warmup", type=int, default=3, help="benchmark warm-up steps")
     parser.add_argument("--skip-grid", action="store_true", help="only the default strategy")
     parser.add_argument("--out", default=str(REPO / "bench" / "tuner" / "results.json"))
     return parser.parse_args()
@@ -92,7 +93,7 @@ def benchmark(args, db: pathlib.Path, env: dict, out_dir: pathlib.Path) -> list:
     run = (f"{shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" --node_rank \"$NODE_RANK\" "
            f"--nproc_per_node 1 --master_addr \"$MASTER_ADDR\" --master_port \"$MASTER_PORT\" {shlex.quote(str(bench))} "
            f"--model {shlex.quote(args.model)} --precision {args.precision} --image-size {args.image_size} "
-           f"--batch-size {args.batch_size} --warmup 3 --steps {args.bench_steps} --overwrite")
+           f"--batch-size {args.batch_size} --warmup {args.bench_warmup} --steps {args.bench_steps} --overwrite")
     lines = ["set -e"]
     for i in range(args.pairs):
         order = [("tuned", ""), ("default", "ACSPEED_DISABLE=1 ")] if i % 2 == 0 else \

@@ -34,7 +34,7 @@ std::string usage() {
       "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
       "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] [--bucket-mb LIST] [--algorithms LIST] "
-      "[--streams LIST] [--compression LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
+      "[--streams LIST] [--compression LIST] [--powersgd-ranks LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
       "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
       "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
       join(precision_names(), "|"));
@@ -72,7 +72,9 @@ po::options_description tune_options() {
        "reduce_scatter, and hierarchical on several nodes)")
       ("streams", po::value<std::string>(), fmt::format("stream counts to search ({})",
                                                         both(list(gpu.streams), list(cpu.streams))).c_str())
-      ("compression", po::value<std::string>(), "none,fp16,bf16: searched only when given (changes numerics)")
+      ("compression", po::value<std::string>(), "none,fp16,bf16,powersgd: searched only when given (changes numerics; "
+       "every compressed config passes the convergence guard or is rejected)")
+      ("powersgd-ranks", po::value<std::string>(), "PowerSGD ranks searched with --compression ...,powersgd (default 1,4)")
       ("nccl-algorithms", po::value<std::string>(), "GPU: NCCL algorithms to search (any,ring,tree,...)")
       ("nccl-protocols", po::value<std::string>(), "GPU: NCCL protocols to search (any,ll,ll128,simple)")
       ("nccl-channels", po::value<std::string>(), "GPU: NCCL channel counts to search (0 = NCCL's choice)")
@@ -185,6 +187,15 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   if (vm.count("streams")) s.streams = parse_streams_list("--streams", text_of(vm, "streams"));
   o.compression_searched = vm.count("compression") > 0;
   if (o.compression_searched) s.compression = parse_compression_list("--compression", text_of(vm, "compression"));
+  if (vm.count("powersgd-ranks")) {
+    s.powersgd_ranks = parse_powersgd_rank_list("--powersgd-ranks", text_of(vm, "powersgd-ranks"));
+    if (!searches_powersgd(s)) {
+      ACS_THROW(InvalidArgument, "--powersgd-ranks '{}' needs powersgd in --compression (e.g. --compression "
+                "none,powersgd)", text_of(vm, "powersgd-ranks"));
+    }
+  } else if (searches_powersgd(s)) {
+    s.powersgd_ranks = kDefaultPowerSgdRanks;
+  }
   for (const char* name : {"nccl-algorithms", "nccl-protocols", "nccl-channels"}) {
     if (vm.count(name) && !gpu) {
       ACS_THROW(InvalidArgument, "--{} needs a GPU (NCCL); this machine has none (accepted here: --bucket-mb, "
@@ -200,6 +211,13 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   if (vm.count("nccl-channels")) s.nccl_channels = parse_channels_list("--nccl-channels", text_of(vm, "nccl-channels"));
   apply_pins(s);
   resolve_strategy_name(o.strategy, s);  // an unknown name is a usage error now, not after the launch
+  if (searches_powersgd(s) && o.warmup < kDefaultPowerSgdStartStep + 2) {
+    // Every trial warms up as long, so that loss trajectories compare step for step.
+    o.notes.push_back(fmt::format("warm-up raised from {} to {} steps for every trial: PowerSGD starts at step {}, "
+                                  "and timed steps must be compressed ones",
+                                  o.warmup, kDefaultPowerSgdStartStep + 2, kDefaultPowerSgdStartStep));
+    o.warmup = kDefaultPowerSgdStartStep + 2;
+  }
 
   if (!gpu) {
     std::vector<std::string> shrunk;

@@ -1,8 +1,7 @@
 #include "acspeed/resolve.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
+#include <utility>
 
 #include "acspeed/decision_io.h"
 #include "acspeed/error.h"
@@ -10,6 +9,8 @@
 #include "acspeed/node_count.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
+#include "acspeed/utf8.h"
+#include "config_file.h"
 
 namespace acspeed {
 namespace {
@@ -39,11 +40,7 @@ std::string version_mismatch(const Decision& d, const ResolveRequest& r) {
 }
 
 Resolution from_file(const std::string& file, const ResolveRequest& request) {
-  std::ifstream in(file);
-  if (!in) ACS_THROW(InvalidArgument, "ACSPEED_CONFIG={}: cannot read the file", file);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_config_file(file);
   Resolution r;
   r.source = ResolveSource::kForced;
   r.applied = true;
@@ -145,6 +142,14 @@ Resolution from_store(const ResolveRequest& request) {
   return r;
 }
 
+// The resolution with its message and warnings made well-formed UTF-8: they quote what the user gave
+// (a file's bytes, a path) and travel to Python, which refuses anything else.
+Resolution printable(Resolution r) {
+  r.message = utf8_escaped(r.message);
+  for (auto& warning : r.warnings) warning = utf8_escaped(warning);
+  return r;
+}
+
 }  // namespace
 
 std::string_view to_string(ResolveSource source) {
@@ -186,9 +191,9 @@ Resolution resolve_config(const ResolveRequest& given) {
     failed.source = ResolveSource::kError;
     failed.message = fmt::format("{}{}; using DDP defaults", dynamic_cast<const Error*>(&e) ? "" : "internal error: ",
                                  e.what());
-    return failed;
+    return printable(std::move(failed));
   }
-  return r;
+  return printable(std::move(r));
 }
 
 }  // namespace acspeed

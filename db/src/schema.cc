@@ -88,6 +88,19 @@ DROP TABLE trials;
 ALTER TABLE trials_v2 RENAME TO trials;
 CREATE INDEX trials_by_session ON trials(session_id, ordinal);
 )sql"},
+      // Config schema 1 -> 2 (runtime/CONFIG.md): stored configs get the PowerSGD fields at their
+      // defaults. Rows that are not valid JSON objects are left as they are (listed as unreadable).
+      {3, "config schema 2 (PowerSGD fields) in stored decisions and trials",
+       R"sql(
+UPDATE decisions SET config_json = json_set(config_json, '$.version', 2, '$.powersgd_rank', 4,
+                                            '$.powersgd_start_step', 10)
+  WHERE CASE WHEN json_valid(config_json) AND json_type(config_json) = 'object'
+             THEN json_extract(config_json, '$.version') = 1 ELSE 0 END;
+UPDATE trials SET config_json = json_set(config_json, '$.version', 2, '$.powersgd_rank', 4,
+                                         '$.powersgd_start_step', 10)
+  WHERE CASE WHEN json_valid(config_json) AND json_type(config_json) = 'object'
+             THEN json_extract(config_json, '$.version') = 1 ELSE 0 END;
+)sql"},
   };
   return list;
 }

@@ -10,7 +10,7 @@ warnings into errors. Importing is cheap: the C++ runtime and the hook machinery
 construction."""
 from . import _patch, nccl
 
-__all__ = ["configure"]
+__all__ = ["configure", "state_dict", "load_state_dict"]
 
 
 def configure(precision=None, grad_scaler=None) -> None:
@@ -22,6 +22,35 @@ def configure(precision=None, grad_scaler=None) -> None:
     from . import decision, scaler  # noqa: PLC0415
     decision.set_precision(precision)
     scaler.configure(grad_scaler)
+
+
+def state_dict(ddp) -> dict:
+    """What a checkpoint must keep of acspeed's comm hook on this DDP model, on this rank, for an
+    exact resumption: with compression powersgd, each bucket's Q factor (warm start) and error-
+    feedback residual of every gradient matrix, by parameter name, and the count of synchronised
+    steps (the start step); nothing otherwise ({"version": 1, "compression": ..., "tensors": {}}). Tensors are CPU copies. Save it per rank
+    (the residuals differ between ranks) next to the model and optimizer state."""
+    from . import hooks, powersgd  # noqa: PLC0415
+    state = hooks.state_of(ddp)
+    if state is not None and state.powersgd is not None:
+        return state.powersgd.state_dict()
+    compression = state.config.compression if state is not None else "none"
+    return {"version": powersgd.STATE_VERSION, "compression": compression, "tensors": {}}
+
+
+def load_state_dict(ddp, saved: dict) -> None:
+    """Restores what state_dict(ddp) returned on this rank, before the first step of the resumed
+    run; each tensor's shapes are checked when it is next reduced. ValueError when the
+    state does not fit this model's config (another compression or rank, another model)."""
+    from . import hooks  # noqa: PLC0415
+    state = hooks.state_of(ddp)
+    if state is not None and state.powersgd is not None:
+        state.powersgd.load_state_dict(saved)
+        return
+    if not isinstance(saved, dict) or saved.get("tensors"):
+        compression = state.config.compression if state is not None else "none"
+        raise ValueError(f"acspeed.load_state_dict: the state holds PowerSGD factors, but this DDP model's "
+                         f"compression is {compression}")
 
 
 def _start() -> None:

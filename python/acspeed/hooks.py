@@ -10,6 +10,9 @@ the way torch's compress hooks do it, or zero-padded for a sharded algorithm), a
 are issued asynchronously (algorithms.py, issue.py). The future returned to DDP completes after a
 callback has unpacked the result into the bucket.
 
+Compression powersgd (powersgd.py): from the config's start step, a bucket holding gradient
+matrices is reduced as low-rank factors with error feedback, through the same issuer and lanes.
+
 Compression guard (when AMP's GradScaler is not in use, scaler.py says how that is detected, and
 the compressed type's range is narrower than the gradients': fp16 for fp32 gradients, not bf16,
 which has fp32's exponent range, so a sum it cannot hold would not be finite uncompressed either;
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 import torch
 import torch.distributed as dist
 
-from . import _log, _runtime, decision, scaler
+from . import _log, _runtime, decision, powersgd, scaler
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
 from .collectives import Collectives
@@ -41,8 +44,9 @@ from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, d
 if TYPE_CHECKING:
     from ._core import CommConfig
 
-# A config's compression (validated by the runtime) as the dtype gradients travel in; None: uncompressed.
-_COMPRESSION_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+# A config's compression (validated by the runtime) as the dtype gradients travel in; None: uncompressed
+# (powersgd: low-rank factors in the gradients' dtype, see powersgd.py).
+_COMPRESSION_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16, "powersgd": None}
 
 
 def _nonfinite(tensor: torch.Tensor) -> torch.Tensor:
@@ -77,7 +81,8 @@ class HookState:
     register one. One per DDP model."""
 
     def __init__(self, config: "CommConfig", lanes: List[Lane], collectives: Collectives, world_size: int,
-                 compression: Optional[torch.dtype], device: torch.device, issuer, strict: bool):
+                 compression: Optional[torch.dtype], device: torch.device, issuer, strict: bool,
+                 psgd: Optional[powersgd.PowerSgd] = None):
         self.config = config
         self.lanes = lanes
         self.collectives = collectives
@@ -92,7 +97,10 @@ class HookState:
         self.guard_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
         self.test_delays: Dict[int, float] = {}  # test-only seam: lane -> seconds slept before each collective
         self.scratch = Scratch()
+        self.powersgd = psgd           # compression powersgd: the factors and error feedback (powersgd.py)
+        self.param_names: Dict[int, str] = {}  # id(parameter) -> its name in the DDP module (PowerSGD's keys)
         self._expected = 0             # the bucket index DDP must hand over next
+        self._compressing = False      # powersgd: this step's buckets are compressed (past the start step)
         self._guard = False            # this step's buckets are guarded
         self._guarded: List[_Guarded] = []   # this step's guarded buckets, in bucket order
 
@@ -113,7 +121,17 @@ class HookState:
                       once=("max-lanes", streams))
             streams = MAX_LANES
         topology = Topology.discover(group, device) if config.algorithm == "hierarchical" else None
-        lanes, error = build_lanes(streams, ranks, backend, topology, algorithm.roles, issuer.group_per_phase,
+        psgd = None
+        roles = algorithm.roles
+        if config.compression == "powersgd":
+            psgd = powersgd.PowerSgd(config.powersgd_rank, config.powersgd_start_step,
+                                     len(topology.nodes) if topology is not None else 1)
+            roles = powersgd.roles(algorithm)
+            if not any(p.dim() >= 2 for p in params):
+                _log.info("compression powersgd: every gradient of this model is 1-D (biases, norms), so there is "
+                          "nothing to factor: they are reduced uncompressed", once=("powersgd-all-1d", id(params[0])
+                                                                                    if params else 0))
+        lanes, error = build_lanes(streams, ranks, backend, topology, roles, issuer.group_per_phase,
                                    device if issuer.uses_streams else None)
         try:
             failed = agree(group, device, error)
@@ -138,7 +156,7 @@ class HookState:
                       f"{'it' if len(emulated) == 1 else 'them'} from all_reduce / all_gather",
                       once=("emulated", backend, tuple(emulated)))
         return cls(config, lanes, collectives, dist.get_world_size(group), compression, device, issuer,
-                   _runtime.strict_or_off())
+                   _runtime.strict_or_off(), psgd)
 
     def close(self) -> None:
         """Releases the lanes' process groups and the reusable buffers. Idempotent."""
@@ -157,11 +175,14 @@ class HookState:
         self._check_order(index)
         if index == 0:
             self._guard = self.compression is not None and not scaler.in_use(self.device.type, decision.precision())
+            self._compressing = self.powersgd is not None and self.powersgd.active()
         flat = bucket.buffer()
         lane = lanes[index % len(lanes)]
         result = torch.futures.Future(devices=[flat.device]) if flat.is_cuda else torch.futures.Future()
         with self.issuer.context(lane):
-            job = self._job(index, flat, lane, result, compress=True)
+            job = self._powersgd_job(index, bucket, flat, lane, result) if self._compressing else None
+            if job is None:
+                job = self._job(index, flat, lane, result, compress=True)
             if self.observer is not None:  # on the thread that issues the collectives, right before them
                 self.observer.bucket_launched(index, flat.numel() * flat.element_size())
             self.issuer.advance(block=False)
@@ -209,6 +230,8 @@ class HookState:
                 flat.copy_(packed[:numel])
 
         phases = self.algorithm.phases(self.collectives, lane, packed, shard_for)
+        if self.powersgd is not None:
+            phases = powersgd.plain_phases(self.algorithm, phases)
         guard = dtype is not None and self._guard and _can_overflow(dtype, flat.dtype)
         guarded = _Guarded(job=None, flat=flat, unpack=unpack) if guard else None
 
@@ -231,6 +254,42 @@ class HookState:
             self._guarded.append(guarded)
         return job
 
+    def _powersgd_job(self, index: int, bucket, flat: torch.Tensor, lane: Lane, result) -> Optional[Job]:
+        """The bucket's compressed reduction, or None when it takes the plain path: no gradient of
+        two or more dimensions in it, or (hierarchical) no inter-node step to compress."""
+        psgd = self.powersgd
+        if self.algorithm.name == "hierarchical" and psgd.nodes < 2:
+            return None
+        layout = powersgd.Layout.of([(self.param_names.get(id(p), f"bucket{index}.{k}"), tuple(p.shape))
+                                     for k, p in enumerate(bucket.parameters())], psgd.rank)
+        if not layout.matrices:
+            return None
+        if layout.vector_numel + layout.m_numel != flat.numel():
+            _log.warn(f"PowerSGD: bucket {index}'s buffer ({flat.numel()} elements) is not its gradients laid end "
+                      "to end: it is reduced uncompressed", once=("powersgd-layout", id(self), index))
+            return None
+        me = dist.get_rank()
+        leader = me
+        if self.algorithm.name == "hierarchical":
+            if lane.leader is not None:
+                leader = lane.leader
+            elif lane.intra is not None:
+                leader = dist.get_global_rank(lane.intra, 0)
+
+        def scratch_get(bucket_index, role, numel, dtype):
+            return self.scratch.get(bucket_index, role, numel, dtype, flat.device)
+
+        phases, decompress = powersgd.plan(psgd, index, flat, layout, lane, self.collectives, self.algorithm,
+                                           self.world_size, scratch_get, me, leader)
+        psgd.compressed_buckets += 1
+
+        def finish() -> torch.Tensor:
+            decompress()
+            return self._completed(index, flat)
+
+        return Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                   delay_s=self.test_delays.get(lane.index, 0.0))
+
     def _completed(self, index: int, flat: torch.Tensor) -> torch.Tensor:
         """The bucket's result is in place: tell the observer before DDP can see it."""
         observer = self.observer
@@ -244,6 +303,8 @@ class HookState:
         self.issuer.advance(block=True)
         if self._guard:
             self._settle_guard()
+        if self.powersgd is not None:
+            self.powersgd.end_step(self._compressing)
         self.scratch.keep_only(buckets)
 
     def _settle_guard(self) -> None:
@@ -311,6 +372,7 @@ def install(ddp, config: "CommConfig", group) -> HookState:
     """Builds the hook state for `ddp` and registers the hook (collective). The lanes are released
     when the DDP object is garbage-collected, or earlier by HookState.close()."""
     state = HookState.create(config, group, [p for p in ddp.module.parameters() if p.requires_grad])
+    state.param_names = {id(p): name for name, p in ddp.module.named_parameters()}
     try:
         original_register_comm_hook()(ddp, state, comm_hook)
     except BaseException:

@@ -35,7 +35,7 @@ import torch
 
 from .lanes import Lane
 
-Issue = Optional[Callable[[object], object]]  # group -> Work; None: nothing to do in that phase
+Issue = Optional[Callable[[object], object]]  # group -> Work (or None: nothing sent); None: nothing to do in that phase
 
 
 @dataclasses.dataclass
@@ -59,7 +59,9 @@ def _issue_phase(job: Job) -> None:
         return
     if job.delay_s:
         time.sleep(job.delay_s)
-    job.pending = issue(group)
+    work = issue(group)
+    if work is not None:  # a phase with nothing to send on this rank keeps its predecessor's Work
+        job.pending = work
 
 
 def _chain_finish(job: Job) -> None:

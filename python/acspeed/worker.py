@@ -9,10 +9,19 @@ tuner/src/protocol.h; it broadcasts each request to the other ranks over a gloo 
 
 A trial: the model gets its initial weights back, is (re)wrapped in DDP with the trial's config
 (`acspeed.apply.wrap`, the same code `import acspeed` runs in training jobs), runs `warmup` untimed
-steps and `steps` timed steps on one fixed batch, and reports the per-step time (max over ranks), the
-first and last loss (mean over ranks; same weights and batch every trial, so losses of two configs
-are comparable), whether every loss stayed finite, and the probe breakdown (acspeed.probes) when the
-probes are built.
+steps (with compression powersgd, at least up to two steps past its start step, so that the timed
+steps are compressed) and `steps` timed steps on one fixed batch, and reports the per-step time (max
+over ranks), the loss of every step (mean over ranks; same weights and batch every trial, so the
+trajectories of two configs are comparable), whether every loss stayed finite, and the probe
+breakdown (acspeed.probes) when the probes are built.
+
+A config that changes numerics (compression) also gets a gradient-fidelity window after the timed
+steps (FIDELITY_STEPS untimed check steps): on each, the local gradients are taken first without
+synchronisation (no_sync), their exact average is all-reduced on the control group, and the synced
+step's compressed average is compared with it; the window's sums (error feedback makes the
+compressed sum track the exact one) give the cosine similarity and the relative error of the norm
+that the tuner's convergence guard judges (tuner/src/convergence_guard.h). PowerSGD's own compute
+time per step (acspeed.powersgd) is reported as compression_s.
 
 Models: `--model NAME` is a torchvision classification model fed random images; `--model
 pkg.module:function` names a function returning (model, make_batch), where make_batch(batch_size)
@@ -42,6 +51,7 @@ from acspeed import _runtime
 
 PROTOCOL_VERSION = 1
 _PR_SET_PDEATHSIG = 1
+FIDELITY_STEPS = 6
 
 
 def _die_with_parent() -> None:
@@ -165,16 +175,48 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def _fidelity(self, optimizer, scaler, control_group) -> dict:
+        """FIDELITY_STEPS check steps: the compressed average against the exact average of the same
+        local gradients, summed over the window."""
+        world = dist.get_world_size()
+        exact_sum = compressed_sum = None
+        cosines = []
+        for _ in range(FIDELITY_STEPS):
+            optimizer.zero_grad(set_to_none=True)
+            with self.ddp.no_sync(), self._autocast():
+                scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
+            exact = torch.cat([p.grad.detach().flatten().double() for p in self.params()
+                               if p.grad is not None]).cpu()
+            dist.all_reduce(exact, group=control_group)
+            exact /= world
+            optimizer.zero_grad(set_to_none=True)
+            with self._autocast():
+                scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
+            compressed = torch.cat([p.grad.detach().flatten().double() for p in self.params()
+                                    if p.grad is not None]).cpu()  # still scaled, as `exact`
+            scaler.step(optimizer)
+            scaler.update()
+            cosines.append(float(torch.nn.functional.cosine_similarity(compressed, exact, dim=0)))
+            exact_sum = exact if exact_sum is None else exact_sum + exact
+            compressed_sum = compressed if compressed_sum is None else compressed_sum + compressed
+        exact_norm = float(exact_sum.norm())
+        return {"fidelity_cosine": float(torch.nn.functional.cosine_similarity(compressed_sum, exact_sum, dim=0)),
+                "fidelity_norm_error": abs(float(compressed_sum.norm()) - exact_norm) / max(exact_norm, 1e-300),
+                "fidelity_step_cosine_min": min(cosines), "fidelity_steps": FIDELITY_STEPS}
+
     def run(self, request: dict, control_group) -> dict:
+        config = request["config"]
         mode = request.get("mode", "ddp")
         if mode not in ("ddp", "compute", "hooked"):
             raise ValueError(f"trial mode '{mode}' is not one of ddp, compute, hooked")
-        rebuild_s = self._rewrap(json.dumps(request["config"]), mode)
+        rebuild_s = self._rewrap(json.dumps(config), mode)
         if mode == "compute":
             return self._run_compute_only(request, control_group, rebuild_s)
         optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
         scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
         warmup, steps = int(request["warmup"]), int(request["steps"])
+        if config.get("compression") == "powersgd":
+            warmup = max(warmup, int(config.get("powersgd_start_step", 0)) + 2)
         times, losses = [], []
         for index in range(warmup + steps):
             timed = index >= warmup
@@ -202,13 +244,23 @@ class Trainer:
         step_times = torch.tensor(times, dtype=torch.float64)
         dist.all_reduce(step_times, op=dist.ReduceOp.MAX, group=control_group)
         finite = all(math.isfinite(x) for x in losses)
-        summary = torch.tensor([losses[0], losses[-1], 1.0 if finite else 0.0], dtype=torch.float64)
-        flags = summary[2:].clone()
-        dist.all_reduce(summary, op=dist.ReduceOp.SUM, group=control_group)
+        trajectory = torch.tensor(losses, dtype=torch.float64)
+        flags = torch.tensor([1.0 if finite else 0.0], dtype=torch.float64)
+        dist.all_reduce(trajectory, op=dist.ReduceOp.SUM, group=control_group)
         dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=control_group)
+        trajectory /= world
         result = {"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "ok",
-                  "step_times_s": step_times.tolist(), "loss_first": summary[0].item() / world,
-                  "loss": summary[1].item() / world, "finite": bool(flags[0].item() > 0), "rebuild_s": rebuild_s}
+                  "step_times_s": step_times.tolist(), "loss_first": trajectory[0].item(),
+                  "loss": trajectory[-1].item(), "losses": trajectory.tolist(), "warmup_steps": warmup,
+                  "finite": bool(flags[0].item() > 0), "rebuild_s": rebuild_s}
+        from acspeed import hooks  # noqa: PLC0415
+        state = hooks.state_of(self.ddp)
+        if state is not None and state.powersgd is not None:
+            timed_compute = state.powersgd.compute_s[-steps:]
+            cost = torch.tensor([sorted(timed_compute)[len(timed_compute) // 2] if timed_compute else 0.0],
+                                dtype=torch.float64)
+            dist.all_reduce(cost, op=dist.ReduceOp.MAX, group=control_group)
+            result["compression_s"] = cost.item()
         if self.probe is not None:
             summary = self.probe.summary([50.0], group=control_group)
             row = summary["rows"][0]
@@ -217,9 +269,12 @@ class Trainer:
             if summary["buckets"]:  # acspeed's hook reported its buckets: what the step model needs
                 result.update(bucket_count=len(summary["buckets"]),
                               bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
-        if not finite:  # JSON has no NaN: the flag says it, the values are dropped
+        if config.get("compression", "none") != "none" and result["finite"]:
+            result.update(self._fidelity(optimizer, scaler, control_group))
+        if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
             result.pop("loss_first")
             result.pop("loss")
+            result.pop("losses")
         return result
 
 
@@ -280,6 +335,23 @@ class Control:
         return message
 
 
+def _compressed_bytes(params) -> dict:
+    """Gradient bytes one rank sends per step under each compression the tuner can search (for its
+    note when compression was not searched): fp16/bf16 halve 4-byte gradients; PowerSGD rank r sends
+    (rows + columns) x r per matrix (r clamped to the smaller side) and the 1-D gradients whole."""
+    out = {name: sum(p.numel() * min(p.element_size(), 2) for p in params) for name in ("fp16", "bf16")}
+    for rank in (1, 4):
+        total = 0
+        for p in params:
+            if p.dim() >= 2:
+                rows, cols = p.shape[0], p.numel() // p.shape[0]
+                total += (rows + cols) * min(rank, rows, cols) * p.element_size()
+            else:
+                total += p.numel() * p.element_size()
+        out[f"powersgd_rank{rank}"] = total
+    return out
+
+
 def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
@@ -319,6 +391,7 @@ def main(argv=None) -> int:
                       "backend": dist.get_backend(), "device": device.type, "model": args.model,
                       "model_signature": signature, "param_count": sum(p.numel() for p in params),
                       "param_bytes": sum(p.numel() * p.element_size() for p in params),
+                      "compressed_bytes": _compressed_bytes(params),
                       "torch_version": versions["torch"], "nccl_version": versions["nccl"],
                       "cuda_version": versions["cuda"], "batch_size": args.batch_size,
                       "precision": args.precision, "probe": "" if trainer._probes is None else "acspeed.probes"})

@@ -97,6 +97,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("gradient_as_bucket_view", [](const CommConfig& c) { return c.gradient_as_bucket_view; })
       .def_property_readonly("algorithm", [](const CommConfig& c) { return std::string(to_string(c.algorithm)); })
       .def_readonly("streams", &CommConfig::streams)
+      .def_readonly("powersgd_rank", &CommConfig::powersgd_rank)
+      .def_readonly("powersgd_start_step", &CommConfig::powersgd_start_step)
       .def_property_readonly("compression", [](const CommConfig& c) { return std::string(to_string(c.compression)); })
       .def_readonly("nccl_rules", &CommConfig::nccl_rules)
       .def("describe", &CommConfig::describe)

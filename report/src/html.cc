@@ -296,6 +296,68 @@ std::string bound_chart(const Report& r) {
   return svg.str();
 }
 
+// The loss of every step of the search trials the convergence guard judged, against the uncompressed
+// search trials (the guard's reference: same weights and batches), on a log scale.
+std::string loss_chart(const Report& r) {
+  std::vector<const TrialSummary*> shown;
+  bool judged = false;
+  for (const auto& t : r.trials) {
+    if (t.record.role != "search" || t.metrics.losses.empty() || !t.config) continue;
+    const bool compressed = t.config->compression != Compression::kNone;
+    if (compressed && t.metrics.guard.is_null()) continue;
+    judged = judged || compressed;
+    shown.push_back(&t);
+  }
+  if (!judged) return note("No compressed trial was judged by the convergence guard (compression was not searched).");
+  double lo = 0, hi = 0;
+  size_t steps = 0;
+  bool first = true;
+  for (const auto* t : shown) {
+    steps = std::max(steps, t->metrics.losses.size());
+    for (double loss : t->metrics.losses) {
+      if (!(loss > 0) || !std::isfinite(loss)) continue;
+      lo = first ? loss : std::min(lo, loss);
+      hi = first ? loss : std::max(hi, loss);
+      first = false;
+    }
+  }
+  if (first || steps < 2) return note("No loss trajectory to plot.");
+  constexpr double kLeft = 60, kTop = 10, kPlotW = 600, kPlotH = 260;
+  Svg svg(900, kTop + kPlotH + 50, "Loss trajectories of the trials the convergence guard judged");
+  const Scale x{0, static_cast<double>(steps - 1), kLeft, kLeft + kPlotW};
+  const Scale y{lo, hi > lo ? hi : lo * 10, kTop + kPlotH, kTop, true};
+  for (double v : nice_ticks(0, static_cast<double>(steps - 1), 6)) {
+    svg.line(x(v), kTop, x(v), kTop + kPlotH, "#eeeeee");
+    svg.text(x(v), kTop + kPlotH + 18, tick_label(v), {"middle", 11});
+  }
+  for (double decade = std::pow(10, std::floor(std::log10(lo))); decade <= hi * 10; decade *= 10) {
+    if (decade < lo || decade > y.d1) continue;
+    svg.line(kLeft, y(decade), kLeft + kPlotW, y(decade), "#eeeeee");
+    svg.text(kLeft - 6, y(decade) + 4, tick_label(decade), {"end", 11});
+  }
+  svg.line(kLeft, kTop + kPlotH, kLeft + kPlotW, kTop + kPlotH, "#555");
+  svg.text(kLeft + kPlotW / 2, kTop + kPlotH + 40, "step (warm-up included); loss, mean over ranks, log scale",
+           {"middle", 12});
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const auto* t = shown[i];
+    std::vector<std::pair<double, double>> points;
+    for (size_t k = 0; k < t->metrics.losses.size(); ++k) {
+      const double loss = t->metrics.losses[k];
+      if (loss > 0 && std::isfinite(loss)) points.emplace_back(x(static_cast<double>(k)), y(loss));
+    }
+    svg.polyline(points, colour(i), 1.5);
+    const double legend_y = kTop + 14 + 18 * static_cast<double>(i);
+    svg.line(kLeft + kPlotW + 14, legend_y - 4, kLeft + kPlotW + 34, legend_y - 4, colour(i), 3);
+    const bool compressed = t->config->compression != Compression::kNone;
+    svg.text(kLeft + kPlotW + 40, legend_y,
+             fmt::format("#{} {}{}", t->record.ordinal, t->config->describe(),
+                         compressed ? (t->metrics.guard.value("passed", false) ? " (guard: pass)" : " (guard: fail)")
+                                    : " (uncompressed)"),
+             {"start", 11});
+  }
+  return svg.str();
+}
+
 void key_value_table(std::string& out, const std::vector<std::pair<std::string, std::string>>& rows) {
   out += "<table class=\"kv\">\n";
   for (const auto& [key, value] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", e(key), e(value));
@@ -307,7 +369,8 @@ std::string trials_table(const Report& r) {
   std::string out =
       "<table class=\"trials\">\n<tr><th>#</th><th>Role</th><th>Config</th><th>Steps</th><th>p50 (ms)</th>"
       "<th>p90 (ms)</th><th>p95 (ms)</th><th>Samples/s</th><th>Speedup vs baseline</th><th>Compute (ms)</th>"
-      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Bound (ms)</th><th>Efficiency</th><th>Loss</th>"
+      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Bound (ms)</th><th>Efficiency</th><th>PowerSGD compute (ms)</th>"
+      "<th>Loss</th><th>Convergence guard</th>"
       "<th>Status</th></tr>\n";
   for (const auto& t : r.trials) {
     const auto p = [&t](double StepStats::*field) {
@@ -319,15 +382,16 @@ std::string trials_table(const Report& r) {
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>"
         "<td><span class=\"status {}\">{}</span></td></tr>\n",
         chosen ? " class=\"chosen\"" : "", t.record.ordinal, e(t.record.role), e(t.config_text),
         t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
         format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
         format_ms(t.metrics.compute_s), format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s),
-        format_ms(t.bound_s), format_percent(t.efficiency), format_loss(t), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
+        format_ms(t.bound_s), format_percent(t.efficiency), format_ms(t.metrics.compression_s), format_loss(t),
+        e(format_guard(t)), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
     if (!t.record.error.empty()) {
-      out += fmt::format("<tr><td></td><td colspan=\"15\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
+      out += fmt::format("<tr><td></td><td colspan=\"17\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
     }
   }
   return out + "</table>\n";
@@ -451,6 +515,9 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += "</figure>\n<figure><figcaption>Measured step time against the bound of each configuration (the "
          "step model: compute-only step, fitted link, wire bytes)</figcaption>\n";
   out += bound_chart(r);
+  out += "</figure>\n<figure><figcaption>Loss of every step of the compressed trials the convergence guard "
+         "judged, against the uncompressed trials (same weights and batches)</figcaption>\n";
+  out += loss_chart(r);
   out += "</figure>\n";
 
   out += "<h2>Decision</h2>\n";

@@ -77,6 +77,8 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"bound_s", optional_object(t.bound_s)},
           {"predicted_s", optional_object(t.predicted_s)},
           {"efficiency", optional_object(t.efficiency)},
+          {"compression_s", optional_object(t.metrics.compression_s)},
+          {"guard", t.metrics.guard},
           {"metrics", column(r.metrics_json)}};
 }
 

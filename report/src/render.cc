@@ -1,6 +1,7 @@
 #include "render.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "acspeed/error.h"
 #include "acspeed/strings.h"
@@ -59,6 +60,27 @@ std::string format_percent(std::optional<double> fraction) {
 std::string format_loss(const TrialSummary& trial) {
   if (trial.metrics.finite == false) return "NaN/Inf";
   return trial.metrics.loss ? fmt::format("{:.4g}", *trial.metrics.loss) : "-";
+}
+
+std::string format_guard(const TrialSummary& trial) {
+  const auto& g = trial.metrics.guard;
+  if (!g.is_object() || !g.contains("passed")) return "-";
+  std::vector<std::string> parts;
+  const auto number = [](const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_number() ? std::optional<double>(j[key].get<double>())
+                                                                   : std::nullopt;
+  };
+  if (g.contains("fidelity")) {
+    if (auto cosine = number(g["fidelity"], "cosine")) {
+      parts.push_back(fmt::format("cos {:.3f}, norm err {:.3f}", *cosine, number(g["fidelity"], "norm_error").value_or(0)));
+    }
+  }
+  if (g.contains("loss")) {
+    if (auto excess = number(g["loss"], "excess")) {
+      parts.push_back(fmt::format("loss {:+.4g}, allowed {:.4g}", *excess, number(g["loss"], "allowed").value_or(0)));
+    }
+  }
+  return fmt::format("{} ({})", g["passed"] == true ? "pass" : "fail", fmt::join(parts, "; "));
 }
 
 std::vector<std::string> decision_facts(const Report& r) {

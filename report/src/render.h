@@ -34,6 +34,9 @@ std::string format_rate(std::optional<double> per_second);    // "597.3"
 std::string format_ratio(std::optional<double> ratio);        // "1.23x"
 std::string format_percent(std::optional<double> fraction);   // "83%"
 std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
+// The convergence guard's verdict on a compressed trial: "pass (cos 0.998, norm err 0.004; loss +0.0044, allowed 0.0704)",
+// "fail (...)", or "-" when it was not judged.
+std::string format_guard(const TrialSummary& trial);
 // The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
 // without a decision.
 std::vector<std::string> decision_facts(const Report& report);

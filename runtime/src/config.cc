@@ -44,7 +44,7 @@ const std::vector<std::string>& algorithm_names() {
   return names;
 }
 const std::vector<std::string>& compression_names() {
-  static const std::vector<std::string> names = {"none", "fp16", "bf16"};
+  static const std::vector<std::string> names = {"none", "fp16", "bf16", "powersgd"};
   return names;
 }
 const std::vector<std::string>& nccl_collective_names() {
@@ -109,6 +109,15 @@ void CommConfig::validate() const {
   if (streams < 1 || streams > 64) {
     ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", streams);
   }
+  if (powersgd_rank < 1 || powersgd_rank > kMaxPowerSgdRank) {
+    ACS_THROW(InvalidArgument,
+              "powersgd_rank {} is out of range (accepted: an integer 1 to {}; the hook clamps it per tensor to "
+              "the matrix's smaller side)",
+              powersgd_rank, kMaxPowerSgdRank);
+  }
+  if (powersgd_start_step < 0) {
+    ACS_THROW(InvalidArgument, "powersgd_start_step {} is negative (accepted: an integer >= 0)", powersgd_start_step);
+  }
   for (size_t i = 0; i < nccl_rules.size(); ++i) {
     const auto& rule = nccl_rules[i];
     const auto where = fmt::format("nccl_rules[{}]", i);
@@ -137,7 +146,11 @@ std::string CommConfig::describe() const {
   }
   parts.emplace_back(to_string(algorithm));
   if (streams != 1) parts.push_back(fmt::format("{} streams", streams));
-  if (compression != Compression::kNone) parts.emplace_back(to_string(compression));
+  if (compression == Compression::kPowerSgd) {
+    parts.push_back(fmt::format("powersgd rank {}", powersgd_rank));
+  } else if (compression != Compression::kNone) {
+    parts.emplace_back(to_string(compression));
+  }
   if (!nccl_rules.empty()) parts.push_back(fmt::format("{} NCCL rule(s)", nccl_rules.size()));
   return join(parts);
 }
@@ -145,7 +158,8 @@ std::string CommConfig::describe() const {
 bool CommConfig::operator==(const CommConfig& o) const {
   return bucket_cap_mb == o.bucket_cap_mb && first_bucket_mb == o.first_bucket_mb &&
          gradient_as_bucket_view == o.gradient_as_bucket_view && algorithm == o.algorithm &&
-         streams == o.streams && compression == o.compression && nccl_rules == o.nccl_rules;
+         streams == o.streams && compression == o.compression && powersgd_rank == o.powersgd_rank &&
+         powersgd_start_step == o.powersgd_start_step && nccl_rules == o.nccl_rules;
 }
 
 void to_json(json& j, const NcclRule& rule) {
@@ -162,6 +176,8 @@ void to_json(json& j, const CommConfig& config) {
        {"algorithm", to_string(config.algorithm)},
        {"streams", config.streams},
        {"compression", to_string(config.compression)},
+       {"powersgd_rank", config.powersgd_rank},
+       {"powersgd_start_step", config.powersgd_start_step},
        {"nccl_rules", config.nccl_rules}};
 }
 
@@ -175,14 +191,17 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
     ACS_THROW(InvalidArgument, "config has no 'version' field (accepted: {})", kConfigSchemaVersion);
   }
   const auto version = json_io::required<int64_t>(j, "version");
-  if (version != kConfigSchemaVersion) {
-    ACS_THROW(InvalidArgument, "config version {} is not supported by this build (accepted: {})",
-              version, kConfigSchemaVersion);
+  if (version < kOldestConfigSchemaVersion || version > kConfigSchemaVersion) {
+    ACS_THROW(InvalidArgument, "config version {} is not supported by this build (accepted: {} to {})",
+              version, kOldestConfigSchemaVersion, kConfigSchemaVersion);
   }
-  warn_unknown(j,
-               {"version", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view", "algorithm",
-                "streams", "compression", "nccl_rules"},
-               "", warnings);
+  // Version 1 -> 2 (migrated on read): version 1 had no PowerSGD fields; they keep their defaults.
+  std::vector<std::string> known = {"version",   "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
+                                    "algorithm", "streams",       "compression",     "nccl_rules"};
+  if (version >= 2) {
+    known.insert(known.end(), {"powersgd_rank", "powersgd_start_step"});
+  }
+  warn_unknown(j, known, "", warnings);
   CommConfig config;
   config.bucket_cap_mb = optional<double>(j, "bucket_cap_mb");
   config.first_bucket_mb = optional<double>(j, "first_bucket_mb");
@@ -195,6 +214,26 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
     config.streams = static_cast<int>(*streams);
   }
   if (auto name = optional<std::string>(j, "compression")) config.compression = parse_compression(*name);
+  if (version == 1 && config.compression == Compression::kPowerSgd) {
+    ACS_THROW(InvalidArgument, "config version 1 has no compression 'powersgd' (it came with version 2)");
+  }
+  if (version >= 2) {
+    if (auto rank = optional<int64_t>(j, "powersgd_rank")) {
+      if (*rank < 1 || *rank > kMaxPowerSgdRank) {
+        ACS_THROW(InvalidArgument,
+                  "powersgd_rank {} is out of range (accepted: an integer 1 to {}; the hook clamps it per tensor "
+                  "to the matrix's smaller side)",
+                  *rank, kMaxPowerSgdRank);
+      }
+      config.powersgd_rank = static_cast<int>(*rank);
+    }
+    if (auto start = optional<int64_t>(j, "powersgd_start_step")) {
+      if (*start < 0 || *start > std::numeric_limits<int>::max()) {
+        ACS_THROW(InvalidArgument, "powersgd_start_step {} is out of range (accepted: an integer >= 0)", *start);
+      }
+      config.powersgd_start_step = static_cast<int>(*start);
+    }
+  }
   if (j.contains("nccl_rules") && !j.at("nccl_rules").is_null()) {
     const auto& rules = j.at("nccl_rules");
     if (!rules.is_array()) ACS_THROW(InvalidArgument, "config field 'nccl_rules' must be an array");
@@ -252,6 +291,10 @@ std::vector<std::string> apply_env_pins(CommConfig& config) {
   if (auto name = setting_string("ACSPEED_COMPRESSION")) {
     config.compression = parse_compression(*name);
     pinned.emplace_back("compression");
+  }
+  if (auto rank = setting_int("ACSPEED_POWERSGD_RANK")) {
+    config.powersgd_rank = static_cast<int>(*rank);
+    pinned.emplace_back("powersgd_rank");
   }
   config.validate();
   return pinned;

@@ -51,6 +51,10 @@ std::vector<SettingSpec> make_registry() {
       {"ACSPEED_COMPRESSION", T::kChoice, "",
        "Pins gradient compression: applied over the stored config and not searched",
        compression_names()},
+      {"ACSPEED_POWERSGD_RANK", T::kInt, "",
+       "Pins the rank of PowerSGD compression's factors (clamped per tensor to the matrix's smaller side): "
+       "applied over the stored config and not searched",
+       {}, 1, kMaxPowerSgdRank},
   };
 }
 

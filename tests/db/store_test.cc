@@ -60,6 +60,43 @@ TEST(ConfigStore, MigratesAnEmptyVersionZeroDatabase) {
   EXPECT_TRUE(store->decisions().empty());
 }
 
+std::string column_text(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr);
+  std::string text = sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return text;
+}
+
+TEST(ConfigStore, SchemaOneStoreHasItsConfigsMigratedToConfigVersionTwo) {
+  TempDir dir;
+  const auto path = dir.file("v1.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, migrations()[0].sql, nullptr, nullptr, nullptr), SQLITE_OK);
+  const char* rows = R"sql(
+INSERT INTO decisions(instance_type, model_signature, model_name, precision, world_size, nnodes, config_json, active,
+  torch_version, nccl_version, cuda_version, batch_size, evidence_json, note, created_at)
+VALUES ('cpu-x', 'p1', 'm', 'fp32', 2, 1, '{"version":1,"streams":2}', 1, '2.15.0', '', '', 8, '{}', '', 't'),
+       ('cpu-x', 'p2', 'm', 'fp32', 2, 1, 'garbage', 0, '2.15.0', '', '', 8, '{}', '', 't');
+PRAGMA user_version = 1;)sql";
+  ASSERT_EQ(sqlite3_exec(db, rows, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  {
+    auto store = open_rw(path);
+    EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
+  }
+  const auto migrated = nlohmann::json::parse(column_text(path, "SELECT config_json FROM decisions WHERE model_signature='p1'"));
+  EXPECT_EQ(migrated["version"], 2);
+  EXPECT_EQ(migrated["streams"], 2);
+  EXPECT_EQ(migrated["powersgd_rank"], kDefaultPowerSgdRank);
+  EXPECT_EQ(migrated["powersgd_start_step"], kDefaultPowerSgdStartStep);
+  EXPECT_EQ(column_text(path, "SELECT config_json FROM decisions WHERE model_signature='p2'"), "garbage");
+}
+
 TEST(ConfigStore, NewDecisionBecomesActiveAndHistoryIsKept) {
   TempDir dir;
   auto store = open_rw(dir.file("s.db"));

@@ -261,6 +261,51 @@ TEST(Report, ASessionWithoutTheModelsTrialsSaysWhyThereIsNoBound) {
   EXPECT_NE(render_html(r, {}).find("No bound to plot: "), std::string::npos);
 }
 
+TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurves) {
+  TempStore temp;
+  SessionRecord s;
+  s.instance_type = "cpu";
+  s.model_name = "tiny";
+  s.world_size = 2;
+  s.batch_size = 8;
+  const int64_t id = temp.store().create_session(s);
+  TrialRecord reference;
+  reference.session_id = id;
+  reference.config_json = config_to_json(CommConfig{});
+  reference.step_times_s = {0.4, 0.4};
+  reference.metrics_json = R"({"losses": [7.08, 1.0, 0.0406], "loss": 0.0406, "finite": true})";
+  temp.store().add_trial(reference);
+  TrialRecord compressed = reference;
+  compressed.ordinal = 1;
+  CommConfig psgd;
+  psgd.compression = Compression::kPowerSgd;
+  psgd.powersgd_rank = 1;
+  compressed.config_json = config_to_json(psgd);
+  compressed.status = "failed";
+  compressed.error = "convergence guard: loss over the last steps 0.39 vs 0.0406 uncompressed";
+  compressed.step_times_s = {0.15, 0.15};
+  compressed.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "loss": 0.39, "finite": true, "compression_s": 0.0042,
+    "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12},
+              "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
+  temp.store().add_trial(compressed);
+  const Report r = build_report(temp.store(), id);
+
+  const std::string md = render_markdown(r, {});
+  EXPECT_NE(md.find("| - | - | 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704) | failed |"),
+            std::string::npos)
+      << md;
+  const std::string csv = render_csv(r);
+  EXPECT_NE(csv.find("0.0042,0.39,\"fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704)\""), std::string::npos)
+      << csv;
+  const json j = json::parse(render_json(r, {}));
+  EXPECT_EQ(j["trials"][1]["guard"]["passed"], false);
+  EXPECT_DOUBLE_EQ(j["trials"][1]["compression_s"].get<double>(), 0.0042);
+  const std::string html = render_html(r, {});
+  EXPECT_NE(html.find("Loss trajectories of the trials the convergence guard judged"), std::string::npos);
+  EXPECT_NE(html.find("#1 allreduce, powersgd rank 1 (guard: fail)"), std::string::npos) << html;
+  EXPECT_NE(html.find("#0 DDP defaults (uncompressed)"), std::string::npos);
+}
+
 TEST(Report, SessionWithoutBaselineDecisionOrMetricsShowsDashes) {
   TempStore temp;
   SessionRecord s;
@@ -283,7 +328,7 @@ TEST(Report, SessionWithoutBaselineDecisionOrMetricsShowsDashes) {
   EXPECT_FALSE(r.trials[0].samples_per_s);
 
   const std::string md = render_markdown(r, {});
-  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | - | - | ok | - |"),
+  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | - | - | - | - | ok | - |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("No decision stored for this session"), std::string::npos);

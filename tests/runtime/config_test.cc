@@ -48,7 +48,38 @@ TEST(CommConfig, JsonRoundTripKeepsEveryField) {
   config.nccl_rules.push_back(rule);
   const auto json = config_to_json(config);
   EXPECT_EQ(config_from_json(json), config);
-  EXPECT_NE(json.find("\"version\":1"), std::string::npos);
+  EXPECT_NE(json.find("\"version\":2"), std::string::npos);
+}
+
+TEST(CommConfig, PowerSgdRankAndStartStepRoundTripAndBadValuesAreNamed) {
+  const auto config = config_from_json(R"({"version":2,"compression":"powersgd","powersgd_rank":1,"powersgd_start_step":3})");
+  EXPECT_EQ(config.compression, Compression::kPowerSgd);
+  EXPECT_EQ(config.powersgd_rank, 1);
+  EXPECT_EQ(config.powersgd_start_step, 3);
+  EXPECT_EQ(config_from_json(config_to_json(config)), config);
+  EXPECT_EQ(config.describe(), "allreduce, powersgd rank 1");
+  EXPECT_NE(error_of(R"({"version":2,"compression":"powersgd","powersgd_rank":0})").find("powersgd_rank 0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"powersgd_rank":-3})").find("powersgd_rank -3"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"powersgd_rank":2.5})").find("'powersgd_rank' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"powersgd_start_step":-1})").find("powersgd_start_step -1"), std::string::npos);
+}
+
+TEST(CommConfig, AVersionOneConfigIsMigratedOnRead) {
+  std::vector<std::string> warnings;
+  const auto config = config_from_json(R"({"version":1,"streams":2,"compression":"fp16"})", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(config.streams, 2);
+  EXPECT_EQ(config.powersgd_rank, kDefaultPowerSgdRank);
+  EXPECT_EQ(config.powersgd_start_step, kDefaultPowerSgdStartStep);
+  EXPECT_NE(config_to_json(config).find("\"version\":2"), std::string::npos);
+  // version 1 had no PowerSGD: its fields are unknown there, and it cannot name powersgd
+  config_from_json(R"({"version":1,"powersgd_rank":2})", &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("powersgd_rank"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":1,"compression":"powersgd"})").find("version 1 has no compression 'powersgd'"),
+            std::string::npos);
 }
 
 TEST(CommConfig, RejectsBadValuesByName) {
@@ -59,7 +90,8 @@ TEST(CommConfig, RejectsBadValuesByName) {
   EXPECT_NE(error_of(R"({"version":1,"bucket_cap_mb":-1})").find("bucket_cap_mb -1"), std::string::npos);
   EXPECT_NE(error_of(R"({"version":1,"bucket_cap_mb":0})").find("bucket_cap_mb 0"), std::string::npos);
   EXPECT_NE(error_of(R"({"version":1,"streams":"two"})").find("'streams' must be an integer"), std::string::npos);
-  EXPECT_NE(error_of(R"({"version":2})").find("version 2 is not supported"), std::string::npos);
+  EXPECT_NE(error_of(R"({"version":3})").find("version 3 is not supported by this build (accepted: 1 to 2)"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"streams":2})").find("no 'version'"), std::string::npos);
   EXPECT_NE(error_of("not json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(R"({"version":1,"nccl_rules":[{"protocol":"fast"}]})").find("nccl_rules[0].protocol 'fast'"),
@@ -96,6 +128,17 @@ TEST(CommConfig, EnvPinsOverrideAndAreValidatedStrictly) {
   EXPECT_THROW(apply_env_pins(config), InvalidArgument);
   unsetenv("ACSPEED_STREAMS");
   unsetenv("ACSPEED_ALGORITHM");
+  setenv("ACSPEED_POWERSGD_RANK", "2", 1);
+  EXPECT_EQ(apply_env_pins(config), (std::vector<std::string>{"powersgd_rank"}));
+  EXPECT_EQ(config.powersgd_rank, 2);
+  setenv("ACSPEED_POWERSGD_RANK", "0", 1);
+  try {
+    apply_env_pins(config);
+    FAIL() << "ACSPEED_POWERSGD_RANK=0 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ACSPEED_POWERSGD_RANK=0 is out of range"), std::string::npos) << e.what();
+  }
+  unsetenv("ACSPEED_POWERSGD_RANK");
 }
 
 }  // namespace

@@ -54,12 +54,29 @@ TEST(DecisionRule, FewerThanTwoPairsOrAFailedRunKeepDdpDefaults) {
 TEST(DecisionRule, LossBeyondTheToleranceRejectsAndSaysWhy) {
   RuleOptions options;
   options.loss_tolerance = 0.05;
-  EXPECT_EQ(pair_rejection(candidate(), pair(0.1, 0.2, 1.02, 1.0), options), "");
-  const std::string exact = pair_rejection(candidate(), pair(0.1, 0.2, 1.5, 1.0), options);
+  PairRun close = pair(0.1, 0.2, 1.02, 1.0);
+  EXPECT_EQ(pair_rejection(candidate(), close, options), "");
+  PairRun far = pair(0.1, 0.2, 1.5, 1.0);
+  const std::string exact = pair_rejection(candidate(), far, options);
   EXPECT_NE(exact.find("beyond --loss-tolerance 0.05"), std::string::npos) << exact;
   EXPECT_NE(exact.find("an exact algorithm should match"), std::string::npos) << exact;
-  const std::string compressed = pair_rejection(candidate(Compression::kFp16), pair(0.1, 0.2, 1.5, 1.0), options);
-  EXPECT_EQ(compressed.find("exact algorithm"), std::string::npos) << compressed;
+}
+
+TEST(DecisionRule, ACompressedCandidateIsJudgedByTheConvergenceGuardInEachPair) {
+  PairRun blind = pair(0.1, 0.2, 1.0, 1.0);  // close final losses, but nothing measured for the guard
+  const std::string unseen = pair_rejection(candidate(Compression::kFp16), blind, {});
+  EXPECT_NE(unseen.find("convergence guard failed it: no gradient-fidelity figures"), std::string::npos) << unseen;
+  EXPECT_EQ(blind.guard["passed"], false);
+
+  PairRun good = pair(0.1, 0.2);
+  good.baseline_metrics.losses = {7.08, 1.0, 0.0406};
+  good.candidate_metrics.losses = {7.08, 1.1, 0.0450};
+  good.candidate_metrics.fidelity_cosine = 0.99;
+  good.candidate_metrics.fidelity_norm_error = 0.01;
+  EXPECT_EQ(pair_rejection(candidate(Compression::kPowerSgd), good, {}), "");
+  const nlohmann::json j = good;
+  EXPECT_EQ(j["guard"]["passed"], true);
+  EXPECT_DOUBLE_EQ(j["guard"]["fidelity"]["cosine"].get<double>(), 0.99);
 }
 
 TEST(DecisionRule, DdpDefaultsAsTheFastestNeedNoPairs) {

@@ -9,6 +9,8 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   link           two nodes with a probe, steps timed as the step model's physics (tuner/step_model.h):
                  compute 100 ms (forward + optimizer 40 ms), latency 2 ms per bucket, 125 MB/s, 46.8 MB
                  of gradients; head 85 ms (fp16: 130 ms); the hook's buckets are reported
+  compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
+                 10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
 import json
@@ -73,10 +75,31 @@ for line in reader:
     if mode == f"hang:{request['id']}":
         time.sleep(3600)
     if link:
-        send(dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True))
+        reply = dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True,
+                     losses=[2.0, 1.5, 1.5])
+        if request["config"].get("compression", "none") != "none":  # a faithful compressor's fidelity window
+            reply.update(fidelity_cosine=0.999, fidelity_norm_error=0.01, fidelity_steps=6)
+        send(reply)
         continue
     steps = [0.1, 0.2, 0.3]
     if mode == "fast_streams" and request["config"].get("streams", 1) > 1:
         steps = [t / 2 for t in steps]
-    send({"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
-          "finite": True})
+    result = {"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
+              "finite": True}
+    compression = request["config"].get("compression", "none")
+    # as a real worker: every step's loss, and a compressed config's fidelity window (a faithful one here)
+    result["losses"] = [2.0, 1.5, 1.5]
+    if compression != "none":
+        result.update(fidelity_cosine=0.999, fidelity_norm_error=0.01, fidelity_step_cosine_min=0.99, fidelity_steps=6)
+    if mode == "compressors":
+        result["losses"] = {"none": [7.08, 1.0, 0.0406], "fp16": [7.08, 1.0, 0.0450],
+                            "powersgd": [7.08, 2.0, 0.39]}[compression]
+        result["loss"] = result["losses"][-1]
+        if compression != "none":
+            result["step_times_s"] = [t / (2 if compression == "fp16" else 3) for t in steps]
+            good = compression == "fp16"
+            result.update(fidelity_cosine=0.999 if good else 0.3, fidelity_norm_error=0.01 if good else 0.6,
+                          fidelity_step_cosine_min=0.99 if good else 0.1, fidelity_steps=6)
+        if compression == "powersgd":
+            result["compression_s"] = 0.004
+    send(result)

@@ -22,6 +22,7 @@ TEST(LinkFit, RecoversKnownLatencyAndBandwidthFromExactTimings) {
   EXPECT_NEAR(fit->latency_s, kLatency, 1e-9);
   EXPECT_NEAR(fit->bytes_per_s, kBandwidth, 1e-3 * kBandwidth / 1e3);
   EXPECT_LT(fit->rms_error_s, 1e-9);
+  EXPECT_LT(fit->relative_error, 1e-9);
   EXPECT_EQ(fit->samples, samples.size());
 }
 
@@ -39,6 +40,8 @@ TEST(LinkFit, RecoversThemWithinAFewPercentFromNoisyTimings) {
   EXPECT_NEAR(fit->bytes_per_s, kBandwidth, 0.05 * kBandwidth);
   EXPECT_NEAR(fit->latency_s, kLatency, 0.5 * kLatency);
   EXPECT_GT(fit->rms_error_s, 0);
+  EXPECT_GT(fit->relative_error, 0);
+  EXPECT_LT(fit->relative_error, 0.05);  // 3% noise: the line explains the times
 }
 
 TEST(LinkFit, SamplesWithOneRatioOfCollectivesToBytesGiveTheBandwidthAlone) {

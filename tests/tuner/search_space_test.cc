@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "../support/error_text.h"
@@ -36,6 +37,44 @@ TEST(SearchSpace, ParsesLists) {
   EXPECT_EQ(parse_channels_list("--nccl-channels", "0,8"), (std::vector<int>{0, 8}));
 }
 
+TEST(SearchSpace, PowerSgdRankIsOneKnobThatOnlyPowerSgdConfigsUse) {
+  SearchSpace space;
+  space.compression = {Compression::kNone, Compression::kPowerSgd};
+  space.powersgd_ranks = {1, 4};
+  EXPECT_EQ(space.size(), 4u);
+  EXPECT_NE(space.describe().find("x compression none,powersgd x powersgd rank 1,4 = 4 configs"), std::string::npos)
+      << space.describe();
+  std::set<std::string> configs;
+  for (size_t i = 0; i < space.size(); ++i) configs.insert(config_to_json(space.config_at(space.point_at(i))));
+  EXPECT_EQ(configs.size(), 3u);  // none (whatever the rank index), powersgd rank 1, powersgd rank 4
+  const Point start = space.default_point();
+  EXPECT_EQ(space.config_at(start).compression, Compression::kNone);
+  Point rank1 = start;
+  rank1[3] = 1;
+  rank1[7] = 0;
+  EXPECT_EQ(space.config_at(rank1).powersgd_rank, 1);
+  EXPECT_EQ(space.config_at(rank1).describe(), "allreduce, powersgd rank 1");
+  EXPECT_TRUE(searches_powersgd(space));
+  const nlohmann::json j = space;
+  EXPECT_EQ(j["powersgd_rank"], nlohmann::json::array({1, 4}));
+}
+
+TEST(SearchSpace, PowerSgdRanksParseStrictlyAndAPinIsNotSearched) {
+  EXPECT_EQ(parse_powersgd_rank_list("--powersgd-ranks", "1,4,16"), (std::vector<int>{1, 4, 16}));
+  for (const char* bad : {"0", "-1", "2.5", "four"}) {
+    const auto msg = error_of([bad] { parse_powersgd_rank_list("--powersgd-ranks", bad); });
+    EXPECT_NE(msg.find(fmt::format("'{}' is not a PowerSGD rank (accepted: integers 1 to", bad)), std::string::npos)
+        << msg;
+  }
+  ScopedEnv pin("ACSPEED_POWERSGD_RANK", "2");
+  SearchSpace space;
+  space.compression = {Compression::kPowerSgd};
+  space.powersgd_ranks = {1, 4};
+  apply_pins(space);
+  EXPECT_EQ(space.powersgd_ranks, (std::vector<int>{2}));
+  EXPECT_EQ(space.pinned, (std::vector<std::string>{"powersgd_rank (ACSPEED_POWERSGD_RANK)"}));
+}
+
 TEST(SearchSpace, BadItemsNameTheValueAndWhatIsAccepted) {
   auto msg = error_of([] { parse_bucket_list("--bucket-mb", "1,abc"); });
   EXPECT_NE(msg.find("'abc'"), std::string::npos) << msg;
@@ -56,6 +95,20 @@ TEST(SearchSpace, BadItemsNameTheValueAndWhatIsAccepted) {
   EXPECT_NE(msg.find("twice"), std::string::npos) << msg;
   msg = error_of([] { parse_nccl_choice_list("--nccl-protocols", "fast", {"ll", "simple"}); });
   EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
+}
+
+// Found by fuzz_cli_lists (tests/fuzz/corpus/cli_lists/crash-two-spellings-of-one-value): two
+// spellings of one value were a duplicate trial point.
+TEST(SearchSpace, TwoSpellingsOfOneValueAreADuplicate) {
+  auto msg = error_of([] { parse_bucket_list("--bucket-mb", "01,1,10e2"); });
+  EXPECT_NE(msg.find("as '01' and as '1'"), std::string::npos) << msg;
+  msg = error_of([] { parse_bucket_list("--bucket-mb", "5,5.0"); });
+  EXPECT_NE(msg.find("as '5' and as '5.0'"), std::string::npos) << msg;
+  msg = error_of([] { parse_streams_list("--streams", "2,02"); });
+  EXPECT_NE(msg.find("twice"), std::string::npos) << msg;
+  msg = error_of([] { parse_channels_list("--nccl-channels", "0,00"); });
+  EXPECT_NE(msg.find("twice"), std::string::npos) << msg;
+  EXPECT_EQ(parse_bucket_list("--bucket-mb", "1,10e2"), (std::vector<double>{1, 1000}));
 }
 
 TEST(SearchSpace, EnumeratesEveryPointOnceAndMapsToConfigs) {

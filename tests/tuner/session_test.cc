@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "acspeed/store.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -88,6 +89,41 @@ TEST_F(SessionTest, FasterCandidateIsConfirmedInPairsAndStoredWithItsEvidence) {
   EXPECT_NE(d.evidence_json.find("\"pairs\""), std::string::npos);
   EXPECT_EQ(store_->session(result.session_id)->status, "done");
   EXPECT_EQ(store_->trials(result.session_id).size(), recorder.trials.size());
+}
+
+TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAndKeepsFp16) {
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  options_.space.streams = {1};
+  options_.space.compression = {Compression::kNone, Compression::kFp16, Compression::kPowerSgd};
+  options_.space.powersgd_ranks = {4};
+  options_.compression_searched = true;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  // powersgd was the fastest (3x) but is out: its trial is stored as failed, with the reason and the evidence
+  bool rejected = false;
+  for (const auto& t : store_->trials(result.session_id)) {
+    const auto config = config_from_json(t.config_json);
+    const auto metrics = metrics_from_json(t.metrics_json);
+    if (config.compression == Compression::kPowerSgd) {
+      rejected = true;
+      EXPECT_EQ(t.status, "failed");
+      EXPECT_NE(t.error.find("convergence guard: gradient fidelity over 6 check steps: cosine 0.3000"),
+                std::string::npos) << t.error;
+      EXPECT_NE(t.error.find("loss over the last steps 0.39 vs 0.0406"), std::string::npos) << t.error;
+      EXPECT_EQ(metrics.guard["passed"], false);
+      EXPECT_DOUBLE_EQ(metrics.compression_s.value_or(0), 0.004);
+    }
+    if (config.compression == Compression::kFp16 && t.role == "search") {
+      EXPECT_EQ(t.status, "ok");
+      EXPECT_EQ(metrics.guard["passed"], true) << t.metrics_json;
+    }
+  }
+  EXPECT_TRUE(rejected);
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions.front().config.compression, Compression::kFp16) << decisions.front().note;
+  EXPECT_NE(decisions.front().evidence_json.find("\"guard\""), std::string::npos);
 }
 
 TEST_F(SessionTest, NoFasterConfigKeepsDdpDefaultsWithoutPairs) {

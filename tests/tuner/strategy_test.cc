@@ -153,6 +153,26 @@ TEST(Strategy, ModelStopsWhenTheBestMeasuredIsWithinTheMarginOfTheBound) {
   EXPECT_NE(model->summary().find("within 5% of the lowest bound"), std::string::npos) << model->summary();
 }
 
+TEST(Strategy, ModelWhoseFitIsUnreliableOrdersButNeverPrunesOrStops) {
+  const SearchSpace space = big_space();
+  StrategyOptions options = forecasting(space, 0.0, 0.97);
+  const auto inner = options.forecast;
+  options.forecast = [inner](const Point& p) -> std::optional<Forecast> {
+    auto f = inner(p);
+    f->reliable = false;
+    return f;
+  };
+  auto model = make_strategy("model", space, options);
+  std::vector<Point> order;
+  const auto r = run(*model, space, [&](const Point& p) {
+    order.push_back(p);
+    return synthetic_cost(space, p);
+  });
+  EXPECT_EQ(r.trials, space.size()) << "nothing pruned, no stop near the bound";
+  EXPECT_EQ(order[1], grid_optimum(space)) << "still ordered by the forecast";
+  EXPECT_NE(model->summary().find("pruning none"), std::string::npos) << model->summary();
+}
+
 TEST(Strategy, ModelMeasuresPointsItCannotForecastBeforeTheOthers) {
   const SearchSpace space = big_space();
   StrategyOptions options = forecasting(space, 0.0, 0.5);

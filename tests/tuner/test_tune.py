@@ -75,6 +75,9 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
     (["--steps", "0"], "'0'"),
     (["--strategy", "anneal"], "'anneal'"),
     (["--nccl-channels", "8"], "needs a GPU"),
+    (["--compression", "none,powersgd", "--powersgd-ranks", "0"], "'0' is not a PowerSGD rank"),
+    (["--compression", "none,powersgd", "--powersgd-ranks", "1.5"], "'1.5' is not a PowerSGD rank"),
+    (["--powersgd-ranks", "4"], "needs powersgd in --compression"),
 ])
 def test_bad_values_are_one_line_usage_errors(tune, args, named):
     result = tune("--model", "resnet18", *args, "--dry-run", check=False)
@@ -87,6 +90,18 @@ def test_bad_env_pin_is_a_usage_error(tune, monkeypatch):
     monkeypatch.setenv("ACSPEED_STREAMS", "abc")
     result = tune("--model", "resnet18", "--dry-run", check=False)
     assert result.returncode == 2 and "ACSPEED_STREAMS" in result.stderr
+
+
+def test_powersgd_searches_ranks_1_4_and_warms_up_past_its_start_step(tune):
+    out = tune("--model", "resnet18", "--compression", "none,fp16,powersgd", "--warmup", "2", "--dry-run").stdout
+    assert "x compression none,fp16,powersgd x powersgd rank 1,4 =" in out, out
+    assert "warm-up raised from 2 to 12 steps" in out and "12 warm-up" in out, out
+
+
+def test_a_bad_powersgd_rank_pin_is_a_usage_error(tune, monkeypatch):
+    monkeypatch.setenv("ACSPEED_POWERSGD_RANK", "0")
+    result = tune("--model", "resnet18", "--compression", "powersgd", "--dry-run", check=False)
+    assert result.returncode == 2 and "ACSPEED_POWERSGD_RANK=0 is out of range" in result.stderr, result.stderr
 
 
 def test_pinned_knob_is_not_searched(tune, monkeypatch):
@@ -213,3 +228,27 @@ def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_sto
     assert rows(isolated_store, "SELECT session_id FROM decisions WHERE active = 1")[0]["session_id"] == 1
     again = tune("--resume", "1", check=False)
     assert again.returncode == 2 and "already done" in again.stderr
+
+
+GUARDED = ["--compression", "none,fp16", "--algorithms", "allreduce", "--streams", "1", "--bucket-mb", "25",
+           "--strategy", "grid", "--warmup", "1", "--steps", "12", "--repeats", "3", "--nproc-per-node", "2",
+           "--seed", "7"]
+
+
+@pytest.mark.parametrize("model, passes", [("tiny_models:mlp", True), ("tiny_models:corrupting_mlp", False)])
+def test_the_convergence_guard_accepts_fp16_and_rejects_a_corrupting_compressor(tune, isolated_store, model, passes):
+    result = tune("--model", model, *GUARDED, timeout=480)
+    trials = rows(isolated_store, "SELECT config_json, status, error, metrics_json FROM trials WHERE role = 'search'")
+    fp16 = [t for t in trials if json.loads(t["config_json"])["compression"] == "fp16"]
+    assert len(fp16) == 1, trials
+    guard = json.loads(fp16[0]["metrics_json"])["guard"]
+    assert guard["passed"] is passes, guard
+    fidelity = guard["fidelity"]
+    if passes:
+        assert fp16[0]["status"] == "ok" and fidelity["cosine"] > 0.999 and fidelity["norm_error"] < 0.01, guard
+    else:
+        assert fp16[0]["status"] == "failed" and fidelity["cosine"] < 0.5, guard
+        assert "convergence guard: gradient fidelity" in fp16[0]["error"], fp16[0]
+        assert "rejected by the convergence guard" in result.stdout + result.stderr
+        decision = rows(isolated_store, "SELECT config_json FROM decisions WHERE active = 1")[0]
+        assert json.loads(decision["config_json"])["compression"] == "none"

@@ -4,7 +4,11 @@ trial takes well under a second on two CPU processes, with enough parameters for
 `tiny_models:faulty_mlp` injects one fault on rank 0, once per test (a marker file remembers it):
 TINY_FAULT=raise|hang, TINY_FAULT_AT=N (the N-th forward call of the worker process),
 TINY_FAULT_MARKER=PATH. It lets a test check that a crashed or hung trial is recorded as failed or
-timed out and that the tuner goes on with fresh workers."""
+timed out and that the tuner goes on with fresh workers.
+
+`tiny_models:corrupting_mlp` is the MLP with a deliberately harmful compressor, for the
+convergence guard's test: in that worker, acspeed's fp16 path hands DDP seeded noise of each
+bucket's norm instead of its averaged gradient (the same on every rank, so training goes on)."""
 import os
 import time
 
@@ -55,3 +59,35 @@ def mlp():
 def faulty_mlp():
     torch.manual_seed(0)
     return _FaultyMlp(), _make_batch
+
+
+def _corrupt_compressed_buckets() -> None:
+    import acspeed.hooks as hooks  # noqa: PLC0415 - the worker's engine, patched in this process only
+    original = hooks.HookState._job
+    calls = [0]
+
+    def corrupted(self, index, flat, lane, result, compress):
+        job = original(self, index, flat, lane, result, compress)
+        if not (compress and self.compression is not None):
+            return job
+        finish = job.finish
+        calls[0] += 1
+        generator = torch.Generator().manual_seed(calls[0])
+
+        def noisy():
+            value = finish()
+            if value is not None:
+                noise = torch.randn(value.numel(), generator=generator, dtype=value.dtype)
+                value.copy_(noise * (value.norm() / noise.norm()))
+            return value
+
+        job.finish = noisy
+        return job
+
+    hooks.HookState._job = corrupted
+
+
+def corrupting_mlp():
+    _corrupt_compressed_buckets()
+    torch.manual_seed(0)
+    return _Mlp(), _make_batch

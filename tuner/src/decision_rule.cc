@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/tuner/statistics.h"
+#include "convergence_guard.h"
 
 namespace acspeed::tuner {
 
@@ -14,18 +15,23 @@ void to_json(nlohmann::json& j, const PairRun& p) {
        {"speedup", pair_speedup(p.candidate_steps_s, p.baseline_steps_s)}};
   if (p.candidate_loss) j["candidate_loss"] = *p.candidate_loss;
   if (p.baseline_loss) j["baseline_loss"] = *p.baseline_loss;
+  if (!p.guard.is_null()) j["guard"] = p.guard;
 }
 
-std::string pair_rejection(const CommConfig& candidate, const PairRun& pair, const RuleOptions& options) {
+std::string pair_rejection(const CommConfig& candidate, PairRun& pair, const RuleOptions& options) {
+  if (candidate.compression != Compression::kNone) {
+    const GuardVerdict verdict = judge_convergence(pair.candidate_metrics, pair.baseline_metrics);
+    pair.guard = verdict.evidence;
+    return verdict.passed ? "" : "the convergence guard failed it: " + verdict.reason;
+  }
   if (!pair.candidate_loss || !pair.baseline_loss) return "";
   if (loss_within_tolerance(*pair.candidate_loss, *pair.baseline_loss, options.loss_tolerance,
                             pair.baseline_loss_first)) {
     return "";
   }
-  const bool compressed = candidate.compression != Compression::kNone;
-  return fmt::format("its loss after the trial was {:.6g} vs {:.6g} with DDP defaults, beyond --loss-tolerance {:g}{}",
-                     *pair.candidate_loss, *pair.baseline_loss, options.loss_tolerance,
-                     compressed ? "" : " (an exact algorithm should match: a bug in the comm hook?)");
+  return fmt::format("its loss after the trial was {:.6g} vs {:.6g} with DDP defaults, beyond --loss-tolerance {:g} "
+                     "(an exact algorithm should match: a bug in the comm hook?)",
+                     *pair.candidate_loss, *pair.baseline_loss, options.loss_tolerance);
 }
 
 Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, const std::string& stopped_because,

@@ -5,7 +5,9 @@
 // time / candidate median step time (statistics.h: pair_speedup). The candidate is kept only if
 //   - every run of every pair completed,
 //   - after each pair its loss is within the loss tolerance of the baseline's (same weights, same
-//     batches: compression must stay close; an exact algorithm should match), and
+//     batches: an exact algorithm should match), or, for a config that changes numerics
+//     (compression), it passes the convergence guard against that pair's baseline
+//     (convergence_guard.h: gradient fidelity and the loss trajectory), and
 //   - the 95% Student-t interval of the mean log pair speedup lies above 1 (at least two pairs).
 // Otherwise "keep DDP defaults" is the decision, with the reason. The session (session.cc) runs the
 // pairs and stores what this rule says.
@@ -19,6 +21,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "acspeed/config.h"
+#include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
 
@@ -31,6 +34,8 @@ struct PairRun {
   std::vector<double> candidate_steps_s;  // raw step times (max over ranks per step)
   std::vector<double> baseline_steps_s;
   std::optional<double> candidate_loss, baseline_loss, baseline_loss_first;
+  TrialMetrics candidate_metrics, baseline_metrics;  // the runs' metrics (the guard's evidence)
+  nlohmann::json guard;                              // compressed candidates: the guard's verdict on this pair
 };
 // The evidence entry of a pair: its order, both runs' step times and losses, its speedup.
 void to_json(nlohmann::json& j, const PairRun& pair);
@@ -40,8 +45,9 @@ struct RuleOptions {
   uint64_t seed = 0;             // the session's seed (recorded with the interval)
 };
 
-// Why `candidate` is out after this pair: its loss is beyond the tolerance; "" when it is not.
-std::string pair_rejection(const CommConfig& candidate, const PairRun& pair, const RuleOptions& options);
+// Why `candidate` is out after this pair: its loss is beyond the tolerance, or (compressed) the
+// convergence guard fails it, whose evidence goes to pair.guard; "" when it is not.
+std::string pair_rejection(const CommConfig& candidate, PairRun& pair, const RuleOptions& options);
 
 struct Verdict {
   bool accepted = false;

@@ -53,12 +53,14 @@ std::optional<LinkFit> fit_link(const std::vector<LinkSample>& all) {
     if (!b) return std::nullopt;
     fit.bytes_per_s = 1.0 / *b;
   }
-  double sq = 0;
+  double sq = 0, total = 0;
   for (const auto& p : s) {
     const double r = p.comm_s - fit.time_s(p.collectives, p.wire_bytes);
     sq += r * r;
+    total += p.comm_s;
   }
   fit.rms_error_s = std::sqrt(sq / static_cast<double>(s.size()));
+  fit.relative_error = fit.rms_error_s / (total / static_cast<double>(s.size()));
   return fit;
 }
 

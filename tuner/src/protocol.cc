@@ -11,10 +11,12 @@ namespace {
 using nlohmann::json;
 
 // The metrics a worker measures (the rest come from the step times).
-constexpr const char* kWorkerMeasured[] = {metric::kLossFirst, metric::kLoss,  metric::kFinite,
-                                           metric::kRebuildS,  metric::kComputeS, metric::kCommS,
-                                           metric::kExposedCommS, metric::kProbe, metric::kBucketCount,
-                                           metric::kBucketBytes, metric::kForwardS, metric::kOptimizerS};
+constexpr const char* kWorkerMeasured[] = {
+    metric::kLossFirst,      metric::kLoss,           metric::kLosses,         metric::kFinite,
+    metric::kRebuildS,       metric::kComputeS,       metric::kCommS,          metric::kExposedCommS,
+    metric::kProbe,          metric::kBucketCount,    metric::kBucketBytes,    metric::kForwardS,
+    metric::kOptimizerS,     metric::kWarmupSteps,    metric::kCompressionS,   metric::kFidelityCosine,
+    metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps};
 
 json parse_message(const std::string& line) {
   const json j = json::parse(line, nullptr, false);
@@ -58,7 +60,8 @@ void to_json(json& j, const WorkerHello& h) {
        {"param_count", h.param_count},     {"param_bytes", h.param_bytes},
        {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
        {"cuda_version", h.cuda_version},   {"batch_size", h.batch_size},
-       {"precision", h.precision},         {"probe", h.probe}};
+       {"precision", h.precision},         {"probe", h.probe},
+       {"compressed_bytes", h.compressed_bytes}};
 }
 
 void from_json(const json& j, WorkerHello& h) {
@@ -79,6 +82,13 @@ void from_json(const json& j, WorkerHello& h) {
   h.batch_size = required<int>(j, "batch_size");
   h.precision = required<std::string>(j, "precision");
   read(j, "probe", h.probe);
+  if (j.contains("compressed_bytes") && !j.at("compressed_bytes").is_null()) {
+    const auto& bytes = j.at("compressed_bytes");
+    if (!bytes.is_object()) json_io::wrong_type("compressed_bytes", "an object", bytes);
+    for (const auto& item : bytes.items()) {
+      h.compressed_bytes[item.key()] = json_io::as<int64_t>(item.value(), "compressed_bytes." + item.key());
+    }
+  }
 }
 
 void from_json(const json& j, WorkerFatal& f) {

@@ -6,15 +6,17 @@
 //                     "backend":"gloo","device":"cpu","model":"resnet18","model_signature":"p62-...",
 //                     "param_count":11689512,"param_bytes":46758048,"torch_version":"2.15.0",
 //                     "nccl_version":"","cuda_version":"","batch_size":8,"precision":"fp32",
-//                     "probe":"cpu-timers"}
+//                     "probe":"cpu-timers","compressed_bytes":{"fp16":23379024,"powersgd_rank4":...}}
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
 //   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5,
 //                     "mode":"compute"}   (mode: absent = "ddp"; see TrialMode)
 //   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
-//                     "loss_first":6.9,"loss":6.8,"finite":true,"rebuild_s":0.4,
-//                     "compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
-//                     "bucket_count":3,"bucket_bytes":46758048}   (compute mode: "forward_s", "optimizer_s")
+//                     "loss_first":6.9,"loss":6.8,"losses":[6.9,...,6.8],"warmup_steps":2,"finite":true,
+//                     "rebuild_s":0.4,"compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
+//                     "bucket_count":3,"bucket_bytes":46758048,   (compute mode: "forward_s", "optimizer_s")
+//                     compressed configs: "fidelity_cosine","fidelity_norm_error","fidelity_step_cosine_min",
+//                     "fidelity_steps"; powersgd: "compression_s"}
 //                    {"v":1,"type":"result","id":7,"status":"failed","error":"RuntimeError: ..."}
 //   tuner -> worker  {"v":1,"type":"stop"}
 // Rank 0 broadcasts each tuner message to the other ranks; step times are the max over ranks per
@@ -22,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +58,9 @@ struct WorkerHello {
   int batch_size = 0;
   std::string precision;
   std::string probe;  // empty when no probe is available
+  // Gradient bytes one rank would send per step under each compression ("fp16", "bf16",
+  // "powersgd_rank1", "powersgd_rank4"), for the note when compression was not searched.
+  std::map<std::string, int64_t> compressed_bytes;
 };
 
 struct WorkerFatal {
@@ -85,8 +91,8 @@ struct TrialReply {
   std::string error;                 // when !ok
   std::vector<double> step_times_s;  // max over ranks per step
   // What the workers measure besides the step times, under the metric names of trial_metrics.h:
-  // loss_first, loss, finite (required), rebuild_s, compute_s, comm_s, exposed_comm_s, probe,
-  // bucket_count, bucket_bytes, forward_s, optimizer_s.
+  // loss_first, loss, losses, finite (required), warmup_steps, rebuild_s, compute_s, comm_s, exposed_comm_s,
+  // probe, bucket_count, bucket_bytes, forward_s, optimizer_s, compression_s, fidelity_*.
   TrialMetrics measured;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -32,10 +33,20 @@ std::vector<std::string> split_list(std::string_view option, std::string_view te
   return items;
 }
 
+// split_list refuses an item spelled twice; this refuses two spellings of one value ("1,01", "5,5.0").
 template <typename T, typename Parse>
 std::vector<T> parse_items(std::string_view option, std::string_view text, Parse parse) {
+  const auto items = split_list(option, text);
   std::vector<T> values;
-  for (const auto& item : split_list(option, text)) values.push_back(parse(item));
+  for (const auto& item : items) {
+    T value = parse(item);
+    const auto same = std::find(values.begin(), values.end(), value);
+    if (same != values.end()) {
+      ACS_THROW(InvalidArgument, "{} '{}' lists one value twice, as '{}' and as '{}'", option, text,
+                items[static_cast<size_t>(same - values.begin())], item);
+    }
+    values.push_back(std::move(value));
+  }
   return values;
 }
 
@@ -60,14 +71,14 @@ size_t index_or_zero(const std::vector<T>& values, const T& wanted) {
 }  // namespace
 
 const std::vector<std::string>& SearchSpace::knob_names() {
-  static const std::vector<std::string> names = {"bucket_mb",       "algorithm",      "streams",      "compression",
-                                                 "nccl_algorithm", "nccl_protocol", "nccl_channels"};
+  static const std::vector<std::string> names = {"bucket_mb",      "algorithm",     "streams",       "compression",
+                                                 "nccl_algorithm", "nccl_protocol", "nccl_channels", "powersgd_rank"};
   return names;
 }
 
 std::vector<size_t> SearchSpace::dims() const {
-  return {bucket_mb.size(),       algorithms.size(),     streams.size(),      compression.size(),
-          nccl_algorithms.size(), nccl_protocols.size(), nccl_channels.size()};
+  return {bucket_mb.size(),       algorithms.size(),     streams.size(),        compression.size(),
+          nccl_algorithms.size(), nccl_protocols.size(), nccl_channels.size(), powersgd_ranks.size()};
 }
 
 size_t SearchSpace::size() const {
@@ -85,6 +96,7 @@ CommConfig SearchSpace::config_at(const Point& p) const {
   config.algorithm = algorithms[p[1]];
   config.streams = streams[p[2]];
   config.compression = compression[p[3]];
+  if (config.compression == Compression::kPowerSgd) config.powersgd_rank = powersgd_ranks[p[7]];
   if (nccl_algorithms[p[4]] != "any" || nccl_protocols[p[5]] != "any" || nccl_channels[p[6]] != 0) {
     NcclRule rule;
     rule.collective = "any";
@@ -104,7 +116,8 @@ Point SearchSpace::default_point() const {
           index_or_zero(compression, Compression::kNone),
           index_or_zero(nccl_algorithms, std::string("any")),
           index_or_zero(nccl_protocols, std::string("any")),
-          index_or_zero(nccl_channels, 0)};
+          index_or_zero(nccl_channels, 0),
+          index_or_zero(powersgd_ranks, kDefaultPowerSgdRank)};
 }
 
 Point SearchSpace::point_at(size_t ordinal) const {
@@ -133,6 +146,7 @@ void to_json(nlohmann::json& j, const SearchSpace& s) {
        {"nccl_algorithm", s.nccl_algorithms},
        {"nccl_protocol", s.nccl_protocols},
        {"nccl_channels", s.nccl_channels},
+       {"powersgd_rank", s.powersgd_ranks},
        {"pinned", s.pinned},
        {"size", s.size()}};
   for (auto a : s.algorithms) j["algorithm"].push_back(to_string(a));
@@ -145,6 +159,7 @@ std::string SearchSpace::describe() const {
   for (auto c : compression) comps.emplace_back(to_string(c));
   std::string text = fmt::format("bucket {} MiB x {} x streams {} x compression {}", fmt::join(bucket_mb, ","),
                                  fmt::join(algos, ","), fmt::join(streams, ","), fmt::join(comps, ","));
+  if (searches_powersgd(*this)) text += fmt::format(" x powersgd rank {}", fmt::join(powersgd_ranks, ","));
   if (nccl_algorithms.size() > 1 || nccl_protocols.size() > 1 || nccl_channels.size() > 1 ||
       nccl_algorithms[0] != "any" || nccl_protocols[0] != "any" || nccl_channels[0] != 0) {
     text += fmt::format(" x NCCL algorithm {} x protocol {} x channels {}", fmt::join(nccl_algorithms, ","),
@@ -222,6 +237,24 @@ std::vector<int> parse_channels_list(std::string_view option, std::string_view t
   });
 }
 
+std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_view text) {
+  return parse_items<int>(option, text, [&](const std::string& item) {
+    try {
+      return static_cast<int>(parse_int(option, item, 1, kMaxPowerSgdRank));
+    } catch (const InvalidArgument&) {
+      ACS_THROW(InvalidArgument,
+                "{} item '{}' is not a PowerSGD rank (accepted: integers 1 to {}; each is clamped per tensor to the "
+                "matrix's smaller side)",
+                option, item, kMaxPowerSgdRank);
+    }
+  });
+}
+
+bool searches_powersgd(const SearchSpace& space) {
+  return std::find(space.compression.begin(), space.compression.end(), Compression::kPowerSgd) !=
+         space.compression.end();
+}
+
 void apply_pins(SearchSpace& space) {
   CommConfig pins;
   for (const auto& field : apply_env_pins(pins)) {
@@ -237,6 +270,9 @@ void apply_pins(SearchSpace& space) {
     } else if (field == "compression") {
       space.compression = {pins.compression};
       space.pinned.push_back("compression (ACSPEED_COMPRESSION)");
+    } else if (field == "powersgd_rank") {
+      space.powersgd_ranks = {pins.powersgd_rank};
+      space.pinned.push_back("powersgd_rank (ACSPEED_POWERSGD_RANK)");
     }
   }
 }

@@ -20,6 +20,7 @@
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/strategy.h"
+#include "convergence_guard.h"
 #include "decision_rule.h"
 #include "trial_runner.h"
 
@@ -103,6 +104,7 @@ class Session {
   void search();
   void report_search() const;
   void hint_compression() const;
+  void ensure_guard_reference();
   void gate_compression(Measured& m) const;
   void decide();
 
@@ -124,7 +126,11 @@ class Session {
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
   std::vector<ModelTrial> model_trials_;  // every ok trial, for the step model
   StepModel model_;
+  // The uncompressed run on identical data and seeds that compressed trials are judged against.
+  std::optional<TrialMetrics> guard_reference_;
 };
+
+bool changes_numerics(const CommConfig& config) { return config.compression != Compression::kNone; }
 
 void Session::remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics) {
   model_trials_.push_back({role, config, metrics});
@@ -224,7 +230,6 @@ void Session::open_session() {
       if (find(m.config) == nullptr) measured_.push_back(std::move(m));
       ++resumed;
     }
-    for (auto& m : measured_) gate_compression(m);
     model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
     observer_.note(fmt::format("resuming session {}: {} search trial(s) already measured are reused", session_id_,
                                resumed));
@@ -307,6 +312,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   }
   m.metrics.pair = pair;
   if (candidate_index) m.metrics.candidate_index = static_cast<int>(*candidate_index);
+  if (role == "search") gate_compression(m);  // before it is stored: the verdict is part of the trial
   record.status = m.status;
   record.error = m.error;
   record.metrics_json = metrics_to_json(m.metrics);
@@ -338,13 +344,46 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   return m;
 }
 
+void Session::ensure_guard_reference() {
+  const bool compressed_searched = std::any_of(o_.space.compression.begin(), o_.space.compression.end(),
+                                               [](Compression c) { return c != Compression::kNone; });
+  if (!compressed_searched) return;
+  for (const auto& m : measured_) {
+    if (!changes_numerics(m.config) && m.cost < kFailedCost && !m.metrics.losses.empty()) {
+      guard_reference_ = m.metrics;
+      break;
+    }
+  }
+  if (!guard_reference_) {
+    // The search's start when it is uncompressed (then it counts as a search trial), else DDP's defaults.
+    const CommConfig start = o_.space.config_at(o_.space.default_point());
+    const bool in_space = !changes_numerics(start);
+    const CommConfig reference = in_space ? start : CommConfig{};
+    Measured m = run_trial(reference, in_space ? "search" : "baseline", std::nullopt,
+                           in_space ? std::optional<size_t>(o_.space.ordinal_of(o_.space.default_point())) : std::nullopt,
+                           in_space ? reference.describe()
+                                    : fmt::format("{} (the convergence guard's uncompressed reference)",
+                                                  reference.describe()));
+    if (m.cost == kFailedCost || m.metrics.losses.empty()) {
+      ACS_THROW(Error, "the uncompressed reference run for the convergence guard failed ({}): compressed configs "
+                       "cannot be judged",
+                m.error.empty() ? "no loss trajectory" : m.error);
+    }
+    guard_reference_ = m.metrics;
+    if (in_space) measured_.push_back(std::move(m));
+  }
+  // Resumed compressed trials are judged again against this reference.
+  for (auto& m : measured_) gate_compression(m);
+}
+
 void Session::search() {
+  ensure_guard_reference();
   StrategyOptions strategy_options;
   strategy_options.seed = o_.seed;
   strategy_options.forecast = [this](const Point& point) -> std::optional<Forecast> {
     const Prediction p = predict(model_, o_.space.config_at(point));
     if (!p.ok) return std::nullopt;
-    return Forecast{p.step_s, p.bound_s};
+    return Forecast{p.step_s, p.bound_s, p.reliable};
   };
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
   while (auto point = strategy->next()) {
@@ -360,7 +399,6 @@ void Session::search() {
       break;
     }
     Measured m = run_trial(config, "search", std::nullopt, o_.space.ordinal_of(*point), config.describe());
-    gate_compression(m);
     strategy->report(*point, m.cost);
     measured_.push_back(std::move(m));
   }
@@ -370,18 +408,14 @@ void Session::search() {
 }
 
 void Session::gate_compression(Measured& m) const {
-  if (m.config.compression == Compression::kNone || m.cost == kFailedCost || !m.metrics.loss) return;
-  // Every trial starts from the same weights and batch, so an uncompressed trial's final loss is the
-  // reference; the decision pairs check again against the paired baseline.
-  for (const auto& other : measured_) {
-    if (other.config.compression != Compression::kNone || other.cost == kFailedCost || !other.metrics.loss) continue;
-    if (!loss_within_tolerance(*m.metrics.loss, *other.metrics.loss, o_.loss_tolerance, other.metrics.loss_first)) {
-      m.cost = kFailedCost;
-      observer_.note(fmt::format("  {} compression rejected: loss {:.6g} vs {:.6g} uncompressed (--loss-tolerance {:g})",
-                                 to_string(m.config.compression), *m.metrics.loss, *other.metrics.loss,
-                                 o_.loss_tolerance));
-    }
-    return;
+  if (!changes_numerics(m.config) || m.cost == kFailedCost || !guard_reference_) return;
+  const GuardVerdict verdict = judge_convergence(m.metrics, *guard_reference_);
+  m.metrics.guard = verdict.evidence;
+  if (!verdict.passed) {
+    m.cost = kFailedCost;
+    m.status = "failed";
+    m.error = "convergence guard: " + verdict.reason;
+    observer_.note(fmt::format("  {} rejected by the convergence guard: {}", m.config.describe(), verdict.reason));
   }
 }
 
@@ -395,11 +429,29 @@ void Session::hint_compression() const {
   if (!comm || m.p50_s <= 0) return;
   const double share = *comm / m.p50_s;
   if (share >= 0.4) {
+    const double full_mib = static_cast<double>(hello_.param_bytes) / (1 << 20);
+    std::vector<std::string> options;
+    auto mib = [&](const char* key) {
+      const auto it = hello_.compressed_bytes.find(key);
+      return it == hello_.compressed_bytes.end() ? std::optional<double>() : static_cast<double>(it->second) / (1 << 20);
+    };
+    if (auto fp16 = mib("fp16")) {
+      options.push_back(fmt::format("fp16 ({:.1f} MiB instead of {:.1f} MiB: saves {:.1f} MiB)", *fp16, full_mib,
+                                    full_mib - *fp16));
+    }
+    auto rank1 = mib("powersgd_rank1");
+    auto rank4 = mib("powersgd_rank4");
+    if (rank1 && rank4) {
+      options.push_back(fmt::format("powersgd ranks 1,4 ({:.2f} / {:.2f} MiB: saves {:.1f} / {:.1f} MiB)", *rank1,
+                                    *rank4, full_mib - *rank1, full_mib - *rank4));
+    }
     observer_.note(fmt::format(
         "note: communication is {:.0f}% of the step ({} of {}) and compression was not searched: "
-        "`--compression none,fp16` (or bf16) may help; it changes numerics, so the tuner only keeps it when the "
-        "loss stays within --loss-tolerance",
-        share * 100, format_seconds(*comm), format_seconds(m.p50_s)));
+        "`--compression none,fp16,powersgd` would search {} of gradients per step and rank; compression changes "
+        "numerics, so the tuner keeps a compressed config only if it passes the convergence guard (gradient "
+        "fidelity and the loss trajectory against the uncompressed run)",
+        share * 100, format_seconds(*comm), format_seconds(m.p50_s),
+        options.empty() ? std::string("fp16 and powersgd") : fmt::format("{}", fmt::join(options, " and "))));
   }
 }
 
@@ -429,6 +481,7 @@ void Session::decide() {
   json evidence = {{"seed", o_.seed},
                    {"method", kDecisionMethod},
                    {"candidate", best.config},
+                   {"guard", best.metrics.guard},
                    {"search", {{"strategy", strategy_name_}, {"measured", measured_.size()}, {"best_p50_s", best.cost}}}};
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
 
@@ -463,6 +516,8 @@ void Session::decide() {
       pair.candidate_loss = c.metrics.loss;
       pair.baseline_loss = b.metrics.loss;
       pair.baseline_loss_first = b.metrics.loss_first;
+      pair.candidate_metrics = c.metrics;
+      pair.baseline_metrics = b.metrics;
       stopped_because = pair_rejection(best.config, pair, rule);
       pairs.push_back(std::move(pair));
     }

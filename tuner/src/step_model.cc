@@ -223,6 +223,7 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
   p.bound_s = std::max(compute, serial + p.wire_s);
   p.step_s = std::max({compute, head + p.comm_s, p.bound_s});
   p.head_measured = head_measured;
+  p.reliable = fit->relative_error <= kReliableLinkError;
   return p;
 }
 

@@ -1,6 +1,7 @@
 #include "acspeed/tuner/strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <random>
@@ -139,7 +140,11 @@ class ModelStrategy : public Strategy {
       if (!f) return p;  // the model cannot say: measure it
       forecast.emplace_back(p, *f);
     }
-    if (best < kFailedCost && lowest_bound < kFailedCost && best <= (1 + options_.stop_margin) * lowest_bound) {
+    const auto model_view = options_.forecast(default_point_);  // reliability is the link fit's, not a point's
+    const bool reliable = model_view && model_view->reliable;
+    if (!reliable) unreliable_seen_ = true;
+    if (reliable && best < kFailedCost && lowest_bound < kFailedCost &&
+        best <= (1 + options_.stop_margin) * lowest_bound) {
       stopped_ = fmt::format("stopped: the best measured step ({:.1f} ms) is within {:.0f}% of the lowest bound "
                              "({:.1f} ms)", best * 1e3, options_.stop_margin * 100, lowest_bound * 1e3);
       skipped_ = forecast.size();
@@ -147,8 +152,9 @@ class ModelStrategy : public Strategy {
     }
     const std::pair<Point, Forecast>* pick = nullptr;
     size_t pruned = 0;
+    const double margin = prune_margin();
     for (const auto& candidate : forecast) {
-      if (best < kFailedCost && candidate.second.step_s > (1 + options_.prune_margin) * best) {
+      if (reliable && best < kFailedCost && candidate.second.step_s > (1 + margin) * best) {
         ++pruned;
         continue;
       }
@@ -158,20 +164,29 @@ class ModelStrategy : public Strategy {
       skipped_ = pruned;
       if (pruned > 0) {
         stopped_ = fmt::format("{} config(s) not measured: each predicted more than {:.0f}% slower than the best "
-                               "measured step ({:.1f} ms)", pruned, options_.prune_margin * 100, best * 1e3);
+                               "measured step ({:.1f} ms)", pruned, margin * 100, best * 1e3);
       }
       return std::nullopt;
     }
+    forecast_of_next_ = pick->second.step_s;
     return pick->first;
   }
 
   void report(const Point& point, double cost) override {
     if (from_descent_) descent_.report(point, cost);
     measured_[point] = cost;
+    if (forecast_of_next_ && cost < kFailedCost && cost > 0) {
+      errors_.push_back(std::abs(*forecast_of_next_ - cost) / cost);
+    }
+    forecast_of_next_.reset();
   }
 
   std::string summary() const override {
     if (!guided_) return "the step model never forecast: coordinate descent ran instead";
+    if (stopped_.empty() && unreliable_seen_) {
+      return "the link fit did not explain the communication times within 10%: the model only ordered the "
+             "configs, pruning none";
+    }
     return stopped_;
   }
 
@@ -185,6 +200,17 @@ class ModelStrategy : public Strategy {
   bool from_descent_ = false;
   size_t skipped_ = 0;
   std::string stopped_;
+  bool unreliable_seen_ = false;
+  std::optional<double> forecast_of_next_;  // what the model predicted for the point being measured
+  std::vector<double> errors_;              // |forecast - measured| / measured of the points measured
+
+  // "Clearly slower": prune_margin, or the largest error of the model's own forecasts so far when
+  // that is larger (a noisy machine or a model that misses must not prune the best config).
+  double prune_margin() const {
+    double margin = options_.prune_margin;
+    for (double e : errors_) margin = std::max(margin, e);
+    return margin;
+  }
 };
 
 std::vector<std::string> names_with_auto() {
@@ -197,7 +223,8 @@ std::vector<std::string> names_with_auto() {
 
 const std::vector<StrategyInfo>& strategies() {
   static const std::vector<StrategyInfo> list = {
-      {"model", "guided by the step model: lowest predicted step first, prune at +10%, stop within 5% of the bound",
+      {"model", "guided by the step model: lowest predicted step first, prune at +10% (or its worst miss), stop within 5% "
+       "of the bound, only while the link fit explains the times within 10%",
        [](const SearchSpace& space) { return space.size() >= kDescentMinPoints; },
        [](const SearchSpace& space, const StrategyOptions& options) -> std::unique_ptr<Strategy> {
          return std::make_unique<ModelStrategy>(space, options);

@@ -58,6 +58,13 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kOptimizerS, m.optimizer_s);
   put(metric::kLossFirst, m.loss_first);
   put(metric::kLoss, m.loss);
+  if (!m.losses.empty()) j[metric::kLosses] = m.losses;
+  put(metric::kCompressionS, m.compression_s);
+  put(metric::kFidelityCosine, m.fidelity_cosine);
+  put(metric::kFidelityNormError, m.fidelity_norm_error);
+  put(metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
+  put(metric::kFidelitySteps, m.fidelity_steps);
+  if (!m.guard.is_null()) j[metric::kGuard] = m.guard;
   put(metric::kFinite, m.finite);
   put(metric::kRebuildS, m.rebuild_s);
   put(metric::kPair, m.pair);
@@ -89,6 +96,18 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kOptimizerS, m.optimizer_s);
   read(j, metric::kLossFirst, m.loss_first);
   read(j, metric::kLoss, m.loss);
+  read(j, metric::kLosses, m.losses);
+  read(j, metric::kCompressionS, m.compression_s);
+  read(j, metric::kFidelityCosine, m.fidelity_cosine);
+  read(j, metric::kFidelityNormError, m.fidelity_norm_error);
+  read(j, metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
+  read(j, metric::kFidelitySteps, m.fidelity_steps);
+  if (j.contains(metric::kGuard)) {
+    if (!j.at(metric::kGuard).is_object() && !j.at(metric::kGuard).is_null()) {
+      json_io::wrong_type(metric::kGuard, "an object", j.at(metric::kGuard));
+    }
+    m.guard = j.at(metric::kGuard);
+  }
   read(j, metric::kFinite, m.finite);
   read(j, metric::kRebuildS, m.rebuild_s);
   read(j, metric::kPair, m.pair);

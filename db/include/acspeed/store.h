@@ -20,7 +20,7 @@
 
 namespace acspeed {
 
-inline constexpr int kStoreSchemaVersion = 2;
+inline constexpr int kStoreSchemaVersion = 3;
 
 // $ACSPEED_DB, else $XDG_DATA_HOME/acspeed/acspeed.db, else ~/.local/share/acspeed/acspeed.db.
 std::string default_store_path();

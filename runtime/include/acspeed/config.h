@@ -14,7 +14,13 @@
 
 namespace acspeed {
 
-inline constexpr int kConfigSchemaVersion = 1;
+// 2 added compression "powersgd" with powersgd_rank and powersgd_start_step; a version-1 config
+// is read as version 2 with those fields at their defaults (it cannot name powersgd).
+inline constexpr int kConfigSchemaVersion = 2;
+inline constexpr int kOldestConfigSchemaVersion = 1;
+inline constexpr int kDefaultPowerSgdRank = 4;
+inline constexpr int kDefaultPowerSgdStartStep = 10;
+inline constexpr int kMaxPowerSgdRank = 1 << 16;  // far above any matrix side; the hook clamps per tensor
 
 // How gradient buckets are reduced.
 enum class Algorithm {
@@ -22,7 +28,9 @@ enum class Algorithm {
   kReduceScatter,  // reduce-scatter + all-gather
   kHierarchical,   // intra-node reduce, inter-node allreduce, intra-node broadcast
 };
-enum class Compression { kNone, kFp16, kBf16 };
+// kPowerSgd: low-rank factors of each gradient matrix (PowerSGD, Vogels et al. 2019) with error
+// feedback and warm start; 1-D gradients go uncompressed (python/acspeed/powersgd.py).
+enum class Compression { kNone, kFp16, kBf16, kPowerSgd };
 
 std::string_view to_string(Algorithm value);
 std::string_view to_string(Compression value);
@@ -59,6 +67,10 @@ struct CommConfig {
   Algorithm algorithm = Algorithm::kAllreduce;
   int streams = 1;  // extra process groups the buckets are spread over, 1..64
   Compression compression = Compression::kNone;
+  // PowerSGD (used only with compression powersgd): the rank of the factors, 1..kMaxPowerSgdRank,
+  // clamped per tensor to the matrix's smaller side; the steps run with plain allreduce before it starts.
+  int powersgd_rank = kDefaultPowerSgdRank;
+  int powersgd_start_step = kDefaultPowerSgdStartStep;  // >= 0
   // NCCL tuner plugin rules (GPU only).
   std::vector<NcclRule> nccl_rules;
 
@@ -87,7 +99,7 @@ std::string config_to_json(const CommConfig& config, int indent = -1);
 // Parses and validates; unknown keys are reported in `warnings` (if given) and ignored.
 CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings = nullptr);
 
-// Applies the pins from ACSPEED_BUCKET_MB / _ALGORITHM / _STREAMS / _COMPRESSION, returning the
+// Applies the pins from ACSPEED_BUCKET_MB / _ALGORITHM / _STREAMS / _COMPRESSION / _POWERSGD_RANK, returning the
 // names of the fields pinned (bad values throw InvalidArgument).
 std::vector<std::string> apply_env_pins(CommConfig& config);
 

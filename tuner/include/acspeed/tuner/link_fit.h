@@ -25,6 +25,7 @@ struct LinkFit {
   bool latency_fitted = false;  // false: all samples had the same collectives/bytes ratio
   size_t samples = 0;
   double rms_error_s = 0;  // root mean square residual of comm_s
+  double relative_error = 0;  // rms_error_s / the samples' mean comm_s: how well the line explains them
 
   double time_s(double collectives, double wire_bytes) const { return collectives * latency_s + wire_bytes / bytes_per_s; }
 };

@@ -2,8 +2,12 @@
 // compression, and on GPUs NCCL algorithm/protocol/channels). A point is one index per knob; the
 // strategies only see the knobs' sizes, so a new knob needs no change in them.
 //
-// A knob pinned by an environment variable (ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION)
-// holds only the pinned value and is not searched (Horovod's rule).
+// A knob pinned by an environment variable (ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION/
+// _POWERSGD_RANK) holds only the pinned value and is not searched (Horovod's rule).
+//
+// The PowerSGD rank is one knob like the others; it only matters where the compression is powersgd:
+// elsewhere config_at gives the same config for every rank value, and the session measures a config
+// once, so those points cost nothing.
 #pragma once
 
 #include <cstddef>
@@ -26,19 +30,20 @@ struct SearchSpace {
   std::vector<Algorithm> algorithms = {Algorithm::kAllreduce};
   std::vector<int> streams = {1};
   std::vector<Compression> compression = {Compression::kNone};
+  std::vector<int> powersgd_ranks = {kDefaultPowerSgdRank};  // searched when compression holds powersgd
   // NCCL (GPU only): "any" / 0 leave NCCL's own choice.
   std::vector<std::string> nccl_algorithms = {"any"};
   std::vector<std::string> nccl_protocols = {"any"};
   std::vector<int> nccl_channels = {0};
   std::vector<std::string> pinned;  // knobs pinned by the environment, with the variable: "streams (ACSPEED_STREAMS)"
 
-  static const std::vector<std::string>& knob_names();  // bucket_mb, algorithm, streams, compression, nccl_...
+  static const std::vector<std::string>& knob_names();  // bucket_mb, algorithm, streams, compression, nccl_..., powersgd_rank
   std::vector<size_t> dims() const;                      // values per knob
   size_t size() const;                                   // number of points (the grid)
   // The config a point stands for; bucket 25 MiB is left as DDP's default (unset).
   CommConfig config_at(const Point& point) const;
   // The point nearest to DDP's defaults (bucket nearest 25 MiB, allreduce, 1 stream, no compression,
-  // NCCL's choice): where searches start.
+  // NCCL's choice, PowerSGD rank 4 or the first listed): where searches start.
   Point default_point() const;
   // Point number `ordinal` in row-major order (the last knob varies fastest); ordinal < size().
   Point point_at(size_t ordinal) const;
@@ -60,8 +65,14 @@ std::vector<Compression> parse_compression_list(std::string_view option, std::st
 std::vector<std::string> parse_nccl_choice_list(std::string_view option, std::string_view text,
                                                 const std::vector<std::string>& accepted);
 std::vector<int> parse_channels_list(std::string_view option, std::string_view text);
+// PowerSGD ranks: integers 1 to kMaxPowerSgdRank (the hook clamps each to a matrix's smaller side).
+std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_view text);
+// The ranks searched when powersgd is: `--powersgd-ranks` when given, else 1,4.
+inline const std::vector<int> kDefaultPowerSgdRanks = {1, 4};
+// True when the space's compression list holds powersgd.
+bool searches_powersgd(const SearchSpace& space);
 
-// Restricts the knobs pinned by ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION to their pinned
+// Restricts the knobs pinned by ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION/_POWERSGD_RANK to their pinned
 // value and records them in space.pinned. Bad values throw InvalidArgument.
 void apply_pins(SearchSpace& space);
 

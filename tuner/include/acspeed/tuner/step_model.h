@@ -40,6 +40,10 @@
 
 namespace acspeed::tuner {
 
+// A link fit leaving more than this share of the communication times unexplained (LinkFit::
+// relative_error) makes a prediction unreliable: Prediction::reliable is false.
+inline constexpr double kReliableLinkError = 0.10;
+
 // Roles of the session's calibration trials (beside search|baseline|candidate).
 inline constexpr const char* kRoleCompute = "compute";          // communication off
 inline constexpr const char* kRoleCalibration = "calibration";  // DDP defaults through acspeed's hook
@@ -97,6 +101,7 @@ struct Prediction {
   double wire_s = 0;    // wire bytes / bandwidth
   int64_t wire_bytes = 0;
   bool head_measured = false;  // the config was measured (else its head is borrowed)
+  bool reliable = false;       // the link fit explains its samples within kReliableLinkError
 };
 
 Prediction predict(const StepModel& model, const CommConfig& config, const Scenario& scenario = {});

@@ -10,11 +10,14 @@
 // The model strategy (step_model.h): once the session's step model forecasts the points (a
 // compute-only step, a link fit and the gradients' bytes are known), it measures the untried point
 // with the lowest predicted step next (ties in a seeded order), skips points predicted slower than
-// (1 + prune_margin) x the best measured step (re-judged after every trial, as the model learns),
+// (1 + margin) x the best measured step, margin = prune_margin or the largest relative error of the
+// model's own forecasts of the points measured so far, whichever is larger (re-judged after
+// every trial, as the model learns; so noise the model cannot explain widens it),
 // and stops when the best measured step is within (1 + stop_margin) x the lowest bound of any
 // point: no config can be much faster. Points the model cannot forecast (a compression it has no
 // byte model for) are measured before the forecast ones. Until the model forecasts (one node, no
-// probe) it runs coordinate descent, keeping what descent measured.
+// probe) it runs coordinate descent, keeping what descent measured. While the link fit leaves more
+// than 10% of the communication times unexplained (a CPU-bound, loaded machine) it only orders.
 //
 // Why coordinate descent rather than successive halving or a model: a trial of a real DDP step is
 // expensive (seconds) and noisy (+-10% between runs on a CPU, see DESIGN.md), and the knobs act
@@ -62,6 +65,9 @@ class Strategy {
 struct Forecast {
   double step_s = 0;
   double bound_s = 0;
+  // False when the model does not explain its own measurements well enough (step_model.h's
+  // kReliableLinkError): the forecast still orders the points, but prunes and stops nothing.
+  bool reliable = true;
 };
 // nullopt: the model cannot forecast this point (yet).
 using ForecastFn = std::function<std::optional<Forecast>(const Point&)>;
@@ -72,6 +78,7 @@ struct StrategyOptions {
   int max_sweeps = 3;      // descent: sweeps over all knobs at most
   ForecastFn forecast;         // model: the session's step model (empty: never forecasts)
   double prune_margin = 0.10;  // model: skip points predicted above (1 + margin) x the best measured
+                               // (or the model's largest forecast error so far, when larger)
   double stop_margin = 0.05;   // model: stop when the best measured is within (1 + margin) x the lowest bound
 };
 

@@ -20,6 +20,15 @@
 //   "forward_s" "optimizer_s"  float   compute-only trials: median forward / optimizer time (s)
 //   "loss_first"       float   loss of the first warm-up step (same weights and batch every trial)
 //   "loss"             float   loss of the last timed step (mean over ranks)
+//   "losses"           [float] the loss of every step, warm-up included (mean over ranks): the trajectory
+//                              the convergence guard compares with an uncompressed run's
+//   "compression_s"    float   PowerSGD's own compute per timed step (median; max over ranks; s)
+//   "fidelity_cosine"  float   compressed configs: cosine of the compressed vs exact averaged gradient,
+//                              summed over the check steps (tuner/src/convergence_guard.h)
+//   "fidelity_norm_error" float  relative error of that sum's norm
+//   "fidelity_step_cosine_min" float  the lowest single-step cosine of the window
+//   "fidelity_steps"   int     check steps in the window
+//   "guard"            object  the convergence guard's verdict and evidence (passed, reason, fidelity, loss)
 //   "finite"           bool    no NaN/Inf in any loss of the trial (absent: not known)
 //   "rebuild_s"        float   seconds to (re)wrap the model in DDP with this config
 //   "pair"             int     decision phase only: index of the (candidate, baseline) pair
@@ -31,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace acspeed::tuner {
 
@@ -60,6 +69,13 @@ inline constexpr const char* kForwardS = "forward_s";
 inline constexpr const char* kOptimizerS = "optimizer_s";
 inline constexpr const char* kLossFirst = "loss_first";
 inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kLosses = "losses";
+inline constexpr const char* kCompressionS = "compression_s";
+inline constexpr const char* kFidelityCosine = "fidelity_cosine";
+inline constexpr const char* kFidelityNormError = "fidelity_norm_error";
+inline constexpr const char* kFidelityStepCosineMin = "fidelity_step_cosine_min";
+inline constexpr const char* kFidelitySteps = "fidelity_steps";
+inline constexpr const char* kGuard = "guard";
 inline constexpr const char* kFinite = "finite";
 inline constexpr const char* kRebuildS = "rebuild_s";
 inline constexpr const char* kPair = "pair";
@@ -79,6 +95,11 @@ struct TrialMetrics {
   std::optional<int64_t> bucket_bytes;
   std::optional<double> forward_s, optimizer_s;
   std::optional<double> loss_first, loss;
+  std::vector<double> losses;
+  std::optional<double> compression_s;
+  std::optional<double> fidelity_cosine, fidelity_norm_error, fidelity_step_cosine_min;
+  std::optional<int> fidelity_steps;
+  nlohmann::json guard;  // null: the config was not judged (it changes no numerics, or it failed first)
   std::optional<bool> finite;  // nullopt: not recorded (never taken for finite)
   std::optional<double> rebuild_s;
   std::optional<int> pair;

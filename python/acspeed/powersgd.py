@@ -1,0 +1,300 @@
+"""PowerSGD compression (Vogels et al., 2019) inside acspeed's comm hook: per-bucket low-rank
+factors with error feedback and warm start, issued through the hook engine's ordered phases
+(issue.py), so every rank issues the same collectives on the same groups in the same order.
+
+Per bucket, from step `powersgd_start_step` on (earlier steps, and buckets holding only 1-D
+gradients, take the algorithm's plain path):
+  * each gradient of two or more dimensions is a matrix M (first dimension x the rest) plus its
+    error from the previous step (error feedback); rank r = min(powersgd_rank, rows, columns),
+    clamped per tensor (said once);
+  * P = M Q with the tensor's Q from the previous step (warm start; the first Q is seeded by the
+    parameter's name, the same on every rank); all-reduce P; orthonormalise P's columns (Gram-Schmidt); Q = M^T P; all-reduce Q;
+    Q /= W; the averaged gradient is P Q^T; the error is M - P Q^T (torch's PowerSGD math);
+  * 1-D gradients (biases, norms) are packed into one buffer, divided by W and reduced exactly by
+    the config's algorithm (allreduce or reduce_scatter).
+Phases of a bucket (one collective each, lane slot i runs phase i):
+  allreduce / reduce_scatter: the algorithm's phases for the 1-D buffer, then P, then Q;
+  hierarchical: reduce of the whole bucket to the node's leader (intra), then among the leaders of
+    the nodes (inter) the 1-D buffer, P and Q, then the leader's broadcast (intra). Only the
+    inter-node step is compressed; with one node there is none, and the plain path runs.
+The plain path of a PowerSGD config places the algorithm's phases in the same slots (plain_phases),
+so that a bucket passes through every phase in order whichever path it takes.
+
+Nothing here issues a collective from a future callback: the P all-reduce is issued in the hook
+call, the Q step (orthonormalisation, Q = M^T P, the all-reduce) in the issuer's next phase (the
+hook call of a later bucket, or the step's last one); only the decompression (P Q^T, the error)
+runs in the callback DDP waits on.
+
+State to keep for exact resumption (state_dict / load_state_dict, per DDP model and per rank): each
+gradient matrix's Q (warm start) and error-feedback residual, by parameter name, and the count of
+synchronised steps (the start step). `compute_s` holds PowerSGD's own compute time (packing, matmuls, orthonormalisation) per
+step: on CUDA it is the host time to enqueue that work, not the kernels' time.
+"""
+import dataclasses
+import threading
+import time
+import zlib
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _log
+
+STATE_VERSION = 1
+
+
+@dataclasses.dataclass
+class _Matrix:
+    name: str     # the parameter's name in the DDP module (its state's key)
+    offset: int   # in the bucket's flat buffer
+    rows: int
+    cols: int
+    rank: int
+    m_at: int     # offsets in the bucket's M, P and Q buffers
+    p_at: int
+    q_at: int
+
+
+@dataclasses.dataclass
+class Layout:
+    """Where a bucket's gradients lie, from their names and shapes (the same on every rank)."""
+    vectors: List[Tuple[int, int, int]]   # (offset in bucket, numel, offset in the 1-D buffer)
+    matrices: List[_Matrix]
+    vector_numel: int
+    m_numel: int
+    p_numel: int
+    q_numel: int
+
+    @classmethod
+    def of(cls, named_shapes, rank: int) -> "Layout":
+        vectors, matrices = [], []
+        offset = vec = m_at = p_at = q_at = 0
+        for name, shape in named_shapes:
+            numel = 1
+            for side in shape:
+                numel *= side
+            if len(shape) >= 2 and numel > 0:
+                rows, cols = shape[0], numel // shape[0]
+                r = min(rank, rows, cols)
+                if r < rank:
+                    _log.info(f"powersgd_rank {rank} is larger than the smaller side of a {rows}x{cols} gradient "
+                              f"matrix ({name}): rank {r} is used for it (and for any other such matrix)",
+                              once=("powersgd-clamp", rank))
+                matrices.append(_Matrix(name, offset, rows, cols, r, m_at, p_at, q_at))
+                m_at, p_at, q_at = m_at + numel, p_at + rows * r, q_at + cols * r
+            else:
+                vectors.append((offset, numel, vec))
+                vec += numel
+            offset += numel
+        return cls(vectors, matrices, vec, m_at, p_at, q_at)
+
+
+def initial_q(name: str, cols: int, rank: int) -> torch.Tensor:
+    """A tensor's first Q: standard normal, float32, seeded by the parameter's name (the same on
+    every rank, whatever bucket the tensor is in)."""
+    generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    return torch.randn(cols, rank, generator=generator, dtype=torch.float32)
+
+
+class TensorState:
+    """One gradient matrix's warm-start Q and error-feedback residual, kept across steps."""
+
+    def __init__(self, matrix: _Matrix, dtype: torch.dtype, device: torch.device):
+        self.q = initial_q(matrix.name, matrix.cols, matrix.rank).to(dtype=dtype, device=device)
+        self.error = torch.zeros(matrix.rows, matrix.cols, dtype=dtype, device=device)
+
+
+def orthonormalize(p: torch.Tensor) -> None:
+    """Gram-Schmidt on the columns of p, in place; a zero column stays zero."""
+    tiny = torch.finfo(p.dtype).tiny ** 0.5
+    for i in range(p.shape[1]):
+        col = p[:, i:i + 1]
+        col.div_(torch.linalg.vector_norm(col).clamp_min(tiny))
+        if i + 1 < p.shape[1]:
+            rest = p[:, i + 1:]
+            rest.sub_(col * (col.t() @ rest))
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The factors of half-precision gradients are computed in fp32."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+class PowerSgd:
+    """The PowerSGD state of one DDP model on one rank. The factors and residuals are kept per
+    parameter (by name), not per bucket: DDP rebuilds its buckets after the first step, and a
+    checkpoint outlives a bucket layout; the sums of P and Q are elementwise, so which bucket a
+    tensor travels in changes nothing in the result."""
+
+    def __init__(self, rank: int, start_step: int, nodes: int):
+        self.rank = rank
+        self.start_step = start_step
+        self.nodes = nodes                 # hierarchical: nodes in the DDP group (1: nothing to compress)
+        self.step = 0                      # synchronised steps completed
+        self.tensors: Dict[str, TensorState] = {}
+        self.compressed_buckets = 0        # buckets reduced compressed, over the model's life
+        self.compute_s: List[float] = []   # PowerSGD's own compute time of each compressed step
+        self._step_compute = 0.0
+        self._lock = threading.Lock()      # the callback thread adds its decompression time too
+        self._loaded: Dict[str, dict] = {}
+
+    def active(self) -> bool:
+        return self.step >= self.start_step
+
+    def timed(self, seconds: float) -> None:
+        with self._lock:
+            self._step_compute += seconds
+
+    def end_step(self, compressed: bool) -> None:
+        """The step's last hook call (its decompressions may still run: they add to the next step's
+        figure at worst, never lose time)."""
+        with self._lock:
+            if compressed:
+                self.compute_s.append(self._step_compute)
+            self._step_compute = 0.0
+        self.step += 1
+
+    def tensor(self, matrix: _Matrix, dtype: torch.dtype, device: torch.device) -> TensorState:
+        state = self.tensors.get(matrix.name)
+        if state is None:
+            state = TensorState(matrix, dtype, device)
+            loaded = self._loaded.pop(matrix.name, None)
+            if loaded is not None:
+                if tuple(loaded["q"].shape) != tuple(state.q.shape) or \
+                        tuple(loaded["error"].shape) != tuple(state.error.shape):
+                    raise ValueError(f"acspeed.load_state_dict: {matrix.name} had Q {tuple(loaded['q'].shape)} and "
+                                     f"error {tuple(loaded['error'].shape)} when saved, {tuple(state.q.shape)} and "
+                                     f"{tuple(state.error.shape)} now (another model)")
+                state.q.copy_(loaded["q"])
+                state.error.copy_(loaded["error"])
+            self.tensors[matrix.name] = state
+        return state
+
+    def state_dict(self) -> dict:
+        tensors = {name: {"q": t.q.detach().cpu().clone(), "error": t.error.detach().cpu().clone()}
+                   for name, t in self.tensors.items()}
+        tensors.update({name: value for name, value in self._loaded.items() if name not in tensors})
+        return {"version": STATE_VERSION, "compression": "powersgd", "powersgd_rank": self.rank,
+                "powersgd_start_step": self.start_step, "step": self.step, "tensors": tensors}
+
+    def load_state_dict(self, saved: dict) -> None:
+        if not isinstance(saved, dict) or saved.get("version") != STATE_VERSION or "tensors" not in saved:
+            raise ValueError(f"acspeed.load_state_dict: not a PowerSGD state of version {STATE_VERSION}")
+        if saved.get("powersgd_rank") != self.rank:
+            raise ValueError(f"acspeed.load_state_dict: the state was saved with powersgd_rank "
+                             f"{saved.get('powersgd_rank')}, this model's config has {self.rank}")
+        self.step = int(saved["step"])
+        self.tensors = {}
+        self._loaded = dict(saved["tensors"])
+
+
+def roles(algorithm) -> Tuple[str, ...]:
+    """The lane slots a PowerSGD config needs with `algorithm`."""
+    if algorithm.name == "hierarchical":
+        return ("intra", "inter", "inter", "inter", "intra")
+    return tuple(algorithm.roles) + ("all", "all")
+
+
+def plain_phases(algorithm, phases: list) -> list:
+    """The algorithm's own phases placed in a PowerSGD config's slots (see roles)."""
+    if algorithm.name == "hierarchical":
+        return phases[:2] + [None, None] + phases[2:]
+    return phases + [None, None]
+
+
+Phases = List[Optional[Callable[[object], object]]]
+
+
+def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, coll, algorithm, world_size: int,
+         scratch_get: Callable[..., torch.Tensor], my_rank: int, leader: int) -> Tuple[Phases, Callable[[], None]]:
+    """The phases of one compressed bucket and its finish (decompression into `flat`, the errors).
+    `flat` holds this rank's undivided gradients; after finish it holds the averaged approximation.
+    `leader`: hierarchical only, the global rank that takes part in the inter-node step for this
+    rank's node (every rank: itself for the flat algorithms)."""
+    hierarchical = algorithm.name == "hierarchical"
+    work = work_dtype(flat.dtype)
+    leading = my_rank == leader
+    m_all = scratch_get(index, "psgd-m", layout.m_numel, work)
+    p_all = scratch_get(index, "psgd-p", layout.p_numel, work)
+    q_all = scratch_get(index, "psgd-q", layout.q_numel, work)
+    if hierarchical:
+        vec = scratch_get(index, "psgd-vec", layout.vector_numel, work)
+    else:
+        divisor = algorithm.divisor(coll, lane, work)
+        vec = scratch_get(index, "psgd-vec", -(-layout.vector_numel // divisor) * divisor, work)
+    done = []
+
+    def views(matrix: _Matrix):
+        """(gradient in the bucket, M, P, this bucket's Q, the tensor's state)."""
+        rows, cols, r = matrix.rows, matrix.cols, matrix.rank
+        return (flat[matrix.offset:matrix.offset + rows * cols].view(rows, cols),
+                m_all[matrix.m_at:matrix.m_at + rows * cols].view(rows, cols),
+                p_all[matrix.p_at:matrix.p_at + rows * r].view(rows, r),
+                q_all[matrix.q_at:matrix.q_at + cols * r].view(cols, r),
+                psgd.tensor(matrix, work, flat.device))
+
+    def compress() -> None:
+        """Packs the 1-D buffer; M = gradient + error; P = M Q (this rank's part)."""
+        start = time.perf_counter()
+        for offset, numel, at in layout.vectors:
+            vec[at:at + numel].copy_(flat[offset:offset + numel])
+        vec[:layout.vector_numel].div_(world_size)
+        for matrix in layout.matrices:
+            grad, m, p, _, state = views(matrix)
+            torch.add(grad, state.error, out=m)
+            torch.matmul(m, state.q, out=p)
+        psgd.timed(time.perf_counter() - start)
+
+    def q_step(group):
+        start = time.perf_counter()
+        for matrix in layout.matrices:
+            _, m, p, q, _ = views(matrix)
+            orthonormalize(p)
+            torch.matmul(m.t(), p, out=q)
+        psgd.timed(time.perf_counter() - start)
+        return coll.all_reduce(q_all, group)
+
+    def decompress() -> None:
+        """flat = the 1-D averages and P Q^T; error = M - P Q^T; the tensor keeps Q. Runs once, on
+        the ranks that computed factors."""
+        if done or not leading:
+            return
+        done.append(True)
+        start = time.perf_counter()
+        for offset, numel, at in layout.vectors:
+            flat[offset:offset + numel].copy_(vec[at:at + numel])
+        q_all.div_(world_size)
+        for matrix in layout.matrices:
+            grad, m, p, q, state = views(matrix)
+            state.q.copy_(q)
+            approx = p @ q.t()
+            torch.sub(m, approx, out=state.error)
+            grad.copy_(approx)
+        psgd.timed(time.perf_counter() - start)
+
+    def vector_phase(group):
+        return coll.all_reduce(vec, group) if layout.vector_numel else None
+
+    if not hierarchical:
+        compress()
+        vector = algorithm.phases(coll, lane, vec, lambda numel: scratch_get(index, "psgd-shard", numel, work)) \
+            if layout.vector_numel else [None] * len(algorithm.roles)
+        phases = vector + [lambda group: coll.all_reduce(p_all, group), q_step]
+        return phases, decompress
+
+    def first_inter(group):  # the node's sum is on the leader now
+        compress()
+        return vector_phase(group)
+
+    def broadcast(group):
+        decompress()
+        return coll.broadcast(flat, leader, group)
+
+    def reduce_to_leader(group):
+        return coll.reduce(flat, leader, group)
+
+    if leading:
+        phases = [reduce_to_leader, first_inter, lambda group: coll.all_reduce(p_all, group), q_step, broadcast]
+    else:
+        phases = [reduce_to_leader, None, None, None, broadcast]
+    return phases, decompress

@@ -1,0 +1,63 @@
+// The convergence guard: whether a config that changes numerics (compression) may be chosen.
+// A config is judged on two pieces of evidence its trial measured, each against a stated threshold:
+//
+//  (a) gradient fidelity: on FIDELITY_STEPS check steps after the timed ones (python/acspeed/
+//      worker.py), the compressed path's averaged gradient against the exact average of the same
+//      local gradients on the same step, summed over the window (error feedback makes the compressed
+//      sum track the exact one even where a single step is far from it, as PowerSGD's is):
+//        cosine(sum compressed, sum exact)                 >= min_cosine
+//        | |sum compressed| - |sum exact| | / |sum exact|  <= max_norm_error
+//  (b) the loss trajectory against an uncompressed run on identical data and seeds (every trial starts
+//      from the same weights and batches): over the first n steps both ran, the mean loss of the
+//      last quarter (the tail) may exceed the uncompressed tail by at most
+//        max(loss_relative x uncompressed tail, loss_progress x (uncompressed first loss - its tail)).
+//      A compressed run may end lower. Fixtures (tests/tuner/convergence_guard_test.cc): 0.39 vs
+//      0.0406 from 7.08 fails (excess 0.349 > 0.070), 0.0450 vs 0.0406 passes (0.0044 <= 0.070).
+//
+// Calibrated on bench/compression's convergence task (300 steps, a seeded teacher network) and on
+// the tuner's trials: fp16 and PowerSGD rank 4 with error feedback pass; a compressor that corrupts
+// gradients fails (see bench/compression/RESULTS.md for the measured values).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "acspeed/tuner/trial_metrics.h"
+
+namespace acspeed::tuner {
+
+struct GuardThresholds {
+  double min_cosine = 0.9;       // (a) cosine of the window sums
+  double max_norm_error = 0.2;   // (a) relative error of the window sum's norm
+  double loss_relative = 0.25;   // (b) tail excess allowed, relative to the uncompressed tail
+  double loss_progress = 0.01;   // (b) ... or to the uncompressed run's progress (first loss - tail)
+  double tail_fraction = 0.25;   // (b) the tail: this share of the compared steps, at least one
+};
+
+struct LossCheck {
+  bool passed = false;
+  int steps_compared = 0;
+  double candidate_tail = 0, reference_tail = 0, reference_first = 0;
+  double excess = 0, allowed = 0;
+};
+
+// (b) on two loss trajectories (the mean loss over ranks of each step); an empty or non-finite
+// trajectory fails.
+LossCheck check_loss_trajectory(const std::vector<double>& candidate, const std::vector<double>& reference,
+                                const GuardThresholds& thresholds);
+
+struct GuardVerdict {
+  bool passed = false;
+  std::string reason;       // why it failed, or "" when it passed
+  nlohmann::json evidence;  // thresholds, the fidelity figures, the loss check: stored in the trial's metrics
+};
+
+// (a) and (b) for a compressed trial against an uncompressed one. A trial without fidelity figures
+// or without a loss trajectory fails (the guard must not pass what it could not see).
+GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics& reference,
+                               const GuardThresholds& thresholds = {});
+
+}  // namespace acspeed::tuner
