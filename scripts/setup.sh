@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One-command setup: installs (idempotently) the Debian packages and the Python packages acspeed
-# needs, builds it, and installs it so that `acspeed-tune` and `acspeed-testbed` are on PATH and
-# `import acspeed` works for the python3 first on PATH (or $ACSPEED_PYTHON). A second run installs
-# nothing: packages already present are skipped and pip keeps its downloads in its cache
+# needs, builds the acspeed wheel (pyproject.toml: the same build as `pip install .`, kept in the
+# build folder with the tests) and installs it with pip into the python3 first on PATH (or
+# $ACSPEED_PYTHON), so that `import acspeed` works there, that environment is the one acspeed-tune
+# starts its workers with, and `acspeed-tune` and `acspeed-testbed` are on PATH. A second run
+# installs no packages: those present are skipped and pip keeps its downloads in its cache
 # (~/.cache/pip, outside the checkout).
 #
 #   scripts/setup.sh            # install + build + install
-#   ACSPEED_BUILD_DIR=DIR       # build folder (default: build/ in the checkout)
-#   ACSPEED_PREFIX=DIR          # where the binaries go (default: /usr/local as root, else ~/.local)
+#   ACSPEED_BUILD_DIR=DIR       # build folder (default: build/ in the checkout); the wheel goes to DIR/dist
+#   ACSPEED_PREFIX=DIR          # where the commands are linked (default: /usr/local as root, else ~/.local)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,10 +37,13 @@ else
 fi
 
 # 2. Python packages for that interpreter: torch >= 2.1 with torchvision (PyPI; Debian's 1.13 cannot
-#    launch torch.distributed.run on Python 3.11), pytest, numpy, pybind11.
+#    launch torch.distributed.run on Python 3.11), pytest, numpy, and the build's own needs
+#    (pyproject.toml's build-system: scikit-build-core, pybind11), which the build below takes from
+#    this interpreter rather than from a fresh isolated environment each time.
 if "$PYTHON" - <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
-need = {"torch": (2, 1), "torchvision": (0, 0), "pytest": (7, 0), "numpy": (1, 0), "pybind11": (2, 10), "pillow": (9, 0)}
+need = {"torch": (2, 1), "torchvision": (0, 0), "pytest": (7, 0), "numpy": (1, 0), "pybind11": (2, 10), "pillow": (9, 0),
+        "scikit-build-core": (0, 10)}
 for name, minimum in need.items():
     version = tuple(int(p) for p in m.version(name).split("+")[0].split(".")[:2])
     sys.exit(1) if version < minimum else None
@@ -47,24 +52,31 @@ then
   say "Python packages: all present for $PYTHON"
 else
   say "installing Python packages for $PYTHON (torch is large the first time; pip caches it)"
-  "$PYTHON" -m pip install -q --disable-pip-version-check 'torch>=2.1' torchvision pytest numpy 'pybind11>=2.10' pillow
+  "$PYTHON" -m pip install -q --disable-pip-version-check 'torch>=2.1' torchvision pytest numpy 'pybind11>=2.10' pillow \
+    'scikit-build-core>=0.10'
 fi
 
-# 3. Build.
+# 3. Build the wheel: CMake configures and builds in $BUILD_DIR (with the tests, which ctest runs
+#    there), the wheel lands in $BUILD_DIR/dist.
 say "building in $BUILD_DIR"
-mkdir -p "$BUILD_DIR"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DPython3_EXECUTABLE="$PYTHON" -DACSPEED_DEFAULT_PYTHON="$PYTHON" \
-  -DCMAKE_INSTALL_PREFIX="$PREFIX" >"$BUILD_DIR/configure.log" 2>&1 || { cat "$BUILD_DIR/configure.log"; exit 1; }
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+mkdir -p "$BUILD_DIR/dist"
+rm -f "$BUILD_DIR"/dist/acspeed-*.whl
+CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} "$PYTHON" -m pip wheel -q --disable-pip-version-check \
+  --no-build-isolation --no-deps -w "$BUILD_DIR/dist" -C build-dir="$BUILD_DIR" \
+  -C cmake.define.ACSPEED_BUILD_TESTS=ON "$ROOT"
+wheel=$(ls "$BUILD_DIR"/dist/acspeed-*.whl)
 
-# 4. Install: binaries under $PREFIX/bin, and a .pth in the interpreter's site-packages pointing at
-#    this checkout's python/ folder (an editable install: the built modules live there).
-cmake --install "$BUILD_DIR" >/dev/null
+# 4. Install it into $PYTHON's environment (the same version again replaces the last build), and
+#    link the entry points pip made into $PREFIX/bin.
+"$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+SCRIPTS=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 SITE=$("$PYTHON" -c 'import site, sysconfig, os, sys
 p = sysconfig.get_path("purelib")
 print(p if os.access(p, os.W_OK) else site.getusersitepackages())')
-mkdir -p "$SITE"
-echo "$ROOT/python" >"$SITE/acspeed.pth"
-say "installed: $PREFIX/bin/acspeed-tune; import acspeed -> $ROOT/python (via $SITE/acspeed.pth)"
+rm -f "$SITE/acspeed.pth"  # earlier setups pointed a .pth at the checkout instead of installing
+if [ "$SCRIPTS" != "$PREFIX/bin" ]; then
+  mkdir -p "$PREFIX/bin"
+  for program in acspeed-tune acspeed-testbed; do ln -sf "$SCRIPTS/$program" "$PREFIX/bin/$program"; done
+fi
+say "installed $(basename "$wheel") into $PYTHON; $PREFIX/bin/acspeed-tune -> $SCRIPTS/acspeed-tune"
 case ":$PATH:" in *":$PREFIX/bin:"*) ;; *) say "note: add $PREFIX/bin to PATH" ;; esac

@@ -5,4 +5,6 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/scripts/setup.sh" >&2
-exec "${ACSPEED_BUILD_DIR:-$ROOT/build}/bin/acspeed-tune" "$@"
+# The acspeed-tune setup.sh installed into that interpreter's environment.
+PYTHON=$("${ACSPEED_PYTHON:-$(command -v python3)}" -c 'import sys; print(sys.executable)')
+exec "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/acspeed-tune" "$@"

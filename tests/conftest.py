@@ -1,6 +1,6 @@
 """Shared pytest fixtures. Tests import acspeed from this checkout's python/ folder (not an installed
 copy) and find C++ binaries in the build folder named by ACSPEED_BUILD_DIR (default: build/), executables in
-its bin/."""
+its bin/ and the wheel scripts/setup.sh built in its dist/."""
 import os
 import pathlib
 import sys
@@ -11,6 +11,9 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(REPO / "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+# The build folder's programs are not installed in a package, so they would start python3 from PATH:
+# they start the interpreter running the tests instead (scripts/setup.sh installs into that one).
+os.environ.setdefault("ACSPEED_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")

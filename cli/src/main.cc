@@ -5,6 +5,7 @@
 #include "acspeed/error.h"
 #include "acspeed/log.h"
 #include "acspeed/process/signals.h"
+#include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
 #include "cli.h"
 
@@ -24,7 +25,7 @@ void print_usage() {
       "\nglobal options:\n"
       "  --db PATH           store (default: $ACSPEED_DB, else $XDG_DATA_HOME/acspeed/acspeed.db)\n"
       "  --log-level LEVEL   debug|info|warn|error|off (default: $ACSPEED_LOG_LEVEL, else warn)\n"
-      "  --version           print the version\n"
+      "  --version           print the version, and the torch and interpreter the workers run with\n"
       "  -h, --help          this help; `acspeed-tune COMMAND --help` for a command's options\n");
 }
 
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (vm.count("version")) {
-      fmt::print("acspeed-tune {}\n", ACSPEED_VERSION);
+      fmt::print("acspeed-tune {} (torch {}, {})\n", ACSPEED_VERSION, torch_version_of_python(), python_interpreter());
       return kExitOk;
     }
     if (vm.count("db")) global.db_path = vm["db"].as<std::string>();

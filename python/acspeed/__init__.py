@@ -53,5 +53,23 @@ def load_state_dict(ddp, saved: dict) -> None:
                          f"compression is {compression}")
 
 
-nccl.export_plugin()
-_patch.install()
+def _start() -> None:
+    """Points NCCL at the bundled plugin and patches DDP, unless this environment's Python or torch
+    is one the installed package does not support: then one warning naming the versions, and DDP
+    runs untouched (ACSPEED_STRICT=1, or no torch at all: ImportError)."""
+    import importlib.util  # noqa: PLC0415
+    from . import _supported  # noqa: PLC0415
+    unsupported = _supported.problems()
+    if not unsupported:
+        nccl.export_plugin()
+        _patch.install()
+        return
+    from . import _runtime  # noqa: PLC0415
+    message = "; ".join(unsupported)
+    if importlib.util.find_spec("torch") is None or _runtime.strict_or_off():
+        raise ImportError(message)
+    from . import _log  # noqa: PLC0415
+    _log.warn(f"{message}: not applied, DDP runs with its defaults")
+
+
+_start()

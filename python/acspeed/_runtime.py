@@ -16,7 +16,7 @@ def core():
     except ImportError as error:
         raise RuntimeUnavailable(
             f"acspeed's C++ runtime (acspeed._core) is not built or does not load ({error}); "
-            "build it with `cmake -S . -B build -G Ninja && ninja -C build`") from error
+            "install it with `pip install .`, or build the checkout with scripts/setup.sh") from error
     return _core
 
 

@@ -25,8 +25,8 @@ std::vector<SettingSpec> make_registry() {
        "Instance-type name to key decisions by (e.g. ecs.ebmgn7t.32xlarge or an emulated-cluster "
        "profile); overrides the detected hardware key"},
       {"ACSPEED_PYTHON", T::kPath, "",
-       "Python interpreter acspeed-tune starts its trial workers with; default: the one recorded "
-       "when acspeed was built"},
+       "Python interpreter acspeed-tune starts its trial workers with; default: the one of the "
+       "environment acspeed is installed in, else python3 on PATH"},
       {"ACSPEED_CONFIG", T::kPath, "",
        "A config JSON file to apply whatever instance type it was tuned on (still validated)"},
       {"ACSPEED_DISABLE", T::kBool, "0", "1 turns `import acspeed` off: DDP runs untouched"},

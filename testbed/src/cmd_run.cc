@@ -23,7 +23,7 @@ int cmd_run(const CommandArgs& args) {
       ("torchrun", po::bool_switch(&launch_options.torchrun),
        "CMD is a script: start it with torch.distributed.run in every node (c10d rendezvous on node 0)")
       ("python", po::value(&launch_options.python)->default_value(python_interpreter()),
-       "interpreter for --torchrun (default: ACSPEED_PYTHON, else the one acspeed was built with)");
+       "interpreter for --torchrun (default: ACSPEED_PYTHON, else the one of acspeed's environment)");
   add_launch_options(options, launch_options);
   po::positional_options_description positional;
   positional.add("profile", 1);

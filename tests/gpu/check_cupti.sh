@@ -94,7 +94,7 @@ PY
 worker() {
   local rank=$1 world=$2 stage=$3 port=$4
   timeout --kill-after=5 "$worker_timeout" env RANK="$rank" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 \
-    MASTER_PORT="$port" ACSPEED_DISABLE=1 ACSPEED_REPO="$repo" PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" "${@:5}" \
+    MASTER_PORT="$port" ACSPEED_DISABLE=1 ACSPEED_REPO="$repo" PYTHONPATH="$(worker_pythonpath)" "${@:5}" \
     "$python" "$work/worker.py" "$stage" "$logs/$stage.json" >"$logs/$stage.rank$rank.out" 2>&1
 }
 # Evaluates a Python expression over the stage's result `r`; fails with $3 unless it is true.

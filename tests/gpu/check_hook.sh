@@ -34,7 +34,7 @@ echo "torch $("$python" -c 'import torch; print(torch.__version__, "NCCL", ".".j
 worker() {
   local rank=$1 world=$2 stage=$3 port=$4
   timeout --kill-after=5 "$worker_timeout" env RANK="$rank" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 \
-    MASTER_PORT="$port" ACSPEED_DISABLE=1 PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" "${@:5}" \
+    MASTER_PORT="$port" ACSPEED_DISABLE=1 PYTHONPATH="$(worker_pythonpath)" "${@:5}" \
     "$python" "$repo/tests/gpu/hook_ddp.py" --out "$logs" >"$logs/$stage.rank$rank.out" 2>&1
 }
 

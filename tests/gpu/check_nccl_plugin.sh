@@ -11,12 +11,12 @@
 #   DDP results must agree across ranks. Skipped when the GPU is in an exclusive compute mode.
 #
 # Uses the plugin built on the CPU machine and carried here (the GPU machine lacks fmt and
-# nlohmann_json): $ACSPEED_NCCL_PLUGIN, default python/acspeed/libnccl-tuner-acspeed.so.
+# nlohmann_json): $ACSPEED_NCCL_PLUGIN, default the installed wheel's (run.sh installs it), else
+# the checkout's python/acspeed/libnccl-tuner-acspeed.so.
 # Python: $ACSPEED_PYTHON, default python3 (needs torch with CUDA). Exit 0 pass, 77 skip, else fail.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-plugin=${ACSPEED_NCCL_PLUGIN:-$repo/python/acspeed/libnccl-tuner-acspeed.so}
 python=${ACSPEED_PYTHON:-python3}
 logs=${ACSPEED_GPU_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/acspeed-nccl-plugin.XXXXXX")}
 mkdir -p "$logs"
@@ -26,6 +26,10 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$repo/tests/gpu/lib.sh"
 
+plugin=${ACSPEED_NCCL_PLUGIN:-$repo/python/acspeed/libnccl-tuner-acspeed.so}
+if [[ -z "${ACSPEED_NCCL_PLUGIN:-}" ]] && wheel_installed; then
+  plugin=$(cd /tmp && "$python" -c 'from acspeed import nccl; print(nccl.plugin_path())') || fail "the installed acspeed does not import"
+fi
 [[ -f "$plugin" ]] || fail "$plugin not found. Build it on the CPU machine (ninja -C build acspeed_nccl_tuner)" \
   "and carry python/acspeed/libnccl-tuner-acspeed.so along (tests/gpu/README.md)"
 plugin=$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")

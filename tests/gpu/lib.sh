@@ -24,11 +24,24 @@ require_gpu() {
   fi
 }
 
+# Whether run.sh installed the carried wheel (then $python is its venv's interpreter and the
+# installed package is the one under test).
+wheel_installed() { [[ "${ACSPEED_GPU_INSTALLED:-0}" == 1 ]]; }
+
+# PYTHONPATH for a worker: the checkout's python/ in front, unless the wheel is installed.
+worker_pythonpath() {
+  if wheel_installed; then echo "${PYTHONPATH:-}"; else echo "$repo/python${PYTHONPATH:+:$PYTHONPATH}"; fi
+}
+
 # Builds acspeed._probes on its own (probes/ needs neither Boost, fmt, SQLite nor GoogleTest) for
 # $python into ${ACSPEED_GPU_BUILD_DIR:-build-gpu}/probes; the module lands in python/acspeed.
-# $1: the build log.
+# Nothing to build when the wheel is installed: it has the module. $1: the build log.
 build_probes() {
   local log=$1 build=${ACSPEED_GPU_BUILD_DIR:-$repo/build-gpu}/probes
+  if wheel_installed; then
+    pass "acspeed._probes from the installed wheel"
+    return 0
+  fi
   echo "--- build: probes/ stand-alone into $build"
   { cmake -S "$repo/probes" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DPython3_EXECUTABLE="$(command -v "$python")" && ninja -C "$build" _probes; } >"$log" 2>&1 ||
