@@ -5,8 +5,8 @@
 //      worker.py), the compressed path's averaged gradient against the exact average of the same
 //      local gradients on the same step, summed over the window (error feedback makes the compressed
 //      sum track the exact one even where a single step is far from it, as PowerSGD's is):
-//        cosine(sum compressed, sum exact)                 >= min_cosine
-//        | |sum compressed| - |sum exact| | / |sum exact|  <= max_norm_error
+//        cosine(sum compressed, sum exact)                 >= min_cosine (0.7)
+//        | |sum compressed| - |sum exact| | / |sum exact|  <= max_norm_error (0.45)
 //  (b) the loss trajectory against an uncompressed run on identical data and seeds (every trial starts
 //      from the same weights and batches): over the first n steps both ran, the mean loss of the
 //      last quarter (the tail) may exceed the uncompressed tail by at most
@@ -30,8 +30,8 @@
 namespace acspeed::tuner {
 
 struct GuardThresholds {
-  double min_cosine = 0.9;       // (a) cosine of the window sums
-  double max_norm_error = 0.2;   // (a) relative error of the window sum's norm
+  double min_cosine = 0.7;       // (a) cosine of the window sums
+  double max_norm_error = 0.45;  // (a) relative error of the window sum's norm
   double loss_relative = 0.25;   // (b) tail excess allowed, relative to the uncompressed tail
   double loss_progress = 0.01;   // (b) ... or to the uncompressed run's progress (first loss - tail)
   double tail_fraction = 0.25;   // (b) the tail: this share of the compared steps, at least one
