@@ -81,7 +81,7 @@ if [[ -n "$wheel" ]]; then
   venv=$work/venv
   mkdir -p "$logs/install"
   if ! { "$python" -m venv --system-site-packages "$venv" &&
-         "$venv/bin/python" -m pip install --no-index --no-deps --disable-pip-version-check "$wheel" &&
+         "$venv/bin/python" -m pip install --no-index --no-deps --ignore-installed --disable-pip-version-check "$wheel" &&
          (cd /tmp && "$venv/bin/python" -c 'import acspeed._core, acspeed._probes; print("acspeed at", acspeed.__path__[0])'); } \
        >"$logs/install/output.txt" 2>&1; then
     echo "tests/gpu: installing $wheel failed:"; tail -15 "$logs/install/output.txt"

@@ -56,6 +56,11 @@ def _clean_env(**extra) -> dict:
     return env
 
 
+# Into a venv that sees the system site-packages: --ignore-installed, or pip finds the acspeed that
+# scripts/setup.sh installed into this interpreter "already satisfied" and leaves the venv without it.
+SYSTEM_SITE_INSTALL = ("install", "--no-index", "--no-deps", "--ignore-installed")
+
+
 def _venv(where: pathlib.Path, system_site: bool, python: str = sys.executable) -> pathlib.Path:
     command = [python, "-m", "venv", str(where)] + (["--system-site-packages"] if system_site else [])
     subprocess.run(command, check=True, capture_output=True, env=_clean_env(), timeout=180)
@@ -128,7 +133,7 @@ def quick_start_venv(wheel, tmp_path_factory):
     wheel installed from nothing but the file (no index, no dependency resolution: the venv's own
     older setuptools would hide the one torch's metadata asks for)."""
     venv = _venv(tmp_path_factory.mktemp("qs") / "venv", system_site=True)
-    _pip(venv, "install", "--no-index", "--no-deps", str(wheel))
+    _pip(venv, *SYSTEM_SITE_INSTALL, str(wheel))
     return venv
 
 
@@ -186,7 +191,7 @@ def test_import_points_nccl_at_the_bundled_plugin(quick_start_venv, tmp_path):
 
 def test_pip_uninstall_removes_package_and_entry_points_and_keeps_the_store(wheel, tmp_path):
     venv = _venv(tmp_path / "venv", system_site=True)
-    _pip(venv, "install", "--no-index", "--no-deps", str(wheel))
+    _pip(venv, *SYSTEM_SITE_INSTALL, str(wheel))
     data = tmp_path / "data"
     env = _clean_env(XDG_DATA_HOME=str(data))
     doc = tmp_path / "decisions.json"
