@@ -23,7 +23,8 @@ import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parents[1] / "python")]  # bench/stats.py, acspeed
+sys.path[:0] = [str(HERE.parent), str(HERE.parents[1] / "python"),  # bench/stats.py, acspeed
+                str(HERE.parents[1] / "tests" / "python")]  # FakeBucket: what DDP hands a comm hook
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -31,24 +32,9 @@ import torchvision  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
 
 import stats  # noqa: E402
+from ddp_scenarios import FakeBucket  # noqa: E402
 
 BUCKET_BYTES = 5 * 1024 * 1024
-
-
-class Bucket:
-    """What DDP hands a comm hook."""
-
-    def __init__(self, index: int, tensor: torch.Tensor, last: bool):
-        self._index, self._tensor, self._last = index, tensor, last
-
-    def index(self):
-        return self._index
-
-    def buffer(self):
-        return self._tensor
-
-    def is_last(self):
-        return self._last
 
 
 def _alternate(pairs: int, old, new, clock) -> dict:
@@ -101,7 +87,7 @@ def hook_calls(record: dict, flats, pairs: int) -> None:
             {"version": 1, "algorithm": "allreduce", "streams": 1, "compression": compression}))
         assert not warnings, warnings
         state = acspeed.hooks.HookState.create(config, group, params)
-        buckets = [Bucket(i, flat, i == len(flats) - 1) for i, flat in enumerate(flats)]
+        buckets = [FakeBucket(i, flat, i == len(flats) - 1) for i, flat in enumerate(flats)]
 
         def run(hook, hook_state):
             futures = [hook(hook_state, bucket) for bucket in buckets]
