@@ -116,7 +116,7 @@ void write_like_a_tuner(Store& store, int i) {
 // 64 processes each run the lookup `import acspeed` runs (resolve_config: open the store read-only,
 // find the active decision) over and over, while a writer stores one decision after another as a
 // tuner does. No lookup fails, each sees a whole decision, and no
-// process ever sees an older decision after a newer one. About 2 s.
+// process ever sees an older decision after a newer one. About 2 s of CPU.
 TEST(ConfigStore, SixtyFourLookupsWhileATunerWritesNeverFailNorSeeATornDecision) {
   for (const char* name : {"ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_BUCKET_MB", "ACSPEED_STREAMS",
                            "ACSPEED_ALGORITHM", "ACSPEED_COMPRESSION", "ACSPEED_POWERSGD_RANK", "NNODES"}) {
