@@ -243,7 +243,6 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
       impl->db = std::make_unique<sqlite::Connection>(
           "file:" + fs::absolute(path).string() + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
           path);
-      impl->db->set_busy_timeout(busy_timeout_ms);
       impl->version = impl->read_version();
       impl->read_only_reason += "; read as immutable";
     }
