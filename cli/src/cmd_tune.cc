@@ -287,6 +287,10 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
     fmt::print(stderr, "interrupted: {} trial(s) stored; continue with `acspeed-tune --resume {}`\n",
                result.trials_stored, result.session_id);
   }
+  if (result.status == Status::kFailed && !result.usage_error && result.session_id > 0) {
+    fmt::print(stderr, "session {} keeps what was stored before; once the cause is fixed, continue with "
+                       "`acspeed-tune --resume {}`\n", result.session_id, result.session_id);
+  }
   if (!result.kept_logs.empty()) fmt::print(stderr, "worker logs kept in {}\n", result.kept_logs);
   switch (result.status) {
     case Status::kDone: return kExitOk;

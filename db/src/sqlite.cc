@@ -19,10 +19,27 @@ Connection::Connection(const std::string& uri_or_path, int flags, const std::str
 
 Connection::~Connection() { sqlite3_close_v2(db_); }
 
+void Connection::set_busy_timeout(int ms) {
+  busy_timeout_ms_ = ms;
+  sqlite3_busy_timeout(db_, ms);
+}
+
 void Connection::fail(const std::string& what, int code) const {
   const int primary = code & 0xff;
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
     ACS_THROW(StoreError, "store {} is corrupt or not an acspeed store ({}); it was left unchanged",
+              name_, sqlite3_errmsg(db_));
+  }
+  if (primary == SQLITE_BUSY) {
+    ACS_THROW(StoreError,
+              "store {} stayed locked by another process past the busy timeout ({} ms, "
+              "ACSPEED_BUSY_TIMEOUT_MS): {}",
+              name_, busy_timeout_ms_, sqlite3_errmsg(db_));
+  }
+  if (primary == SQLITE_FULL) {
+    ACS_THROW(StoreError,
+              "cannot write to store {}: the disk is full ({}); this write was rolled back and the store "
+              "keeps what it held before",
               name_, sqlite3_errmsg(db_));
   }
   ACS_THROW(StoreError, "{} on store {}: {}", what, name_, sqlite3_errmsg(db_));

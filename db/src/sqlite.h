@@ -52,12 +52,16 @@ class Connection {
   const std::string& name() const { return name_; }
   int64_t last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
   int changes() const { return sqlite3_changes(db_); }
-  // Throws StoreError: "<what> on store <name>: <sqlite message>".
+  // How long a statement waits for a lock another connection holds before failing SQLITE_BUSY.
+  void set_busy_timeout(int ms);
+  // Throws StoreError: "<what> on store <name>: <sqlite message>"; a corrupt file, a lock held past
+  // the busy timeout and a full disk each get a message of their own.
   [[noreturn]] void fail(const std::string& what, int code) const;
 
  private:
   sqlite3* db_ = nullptr;
   std::string name_;
+  int busy_timeout_ms_ = 0;
 };
 
 // BEGIN IMMEDIATE on construction (takes the write lock up front, so concurrent writers queue on

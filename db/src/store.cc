@@ -206,6 +206,8 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
   impl->path = options.path.empty() ? default_store_path() : options.path;
   const std::string& path = impl->path;
   refuse_network_filesystem(path);
+  const int busy_timeout_ms = options.busy_timeout_ms.value_or(
+      static_cast<int>(setting_int("ACSPEED_BUSY_TIMEOUT_MS").value_or(15000)));
 
   std::error_code ec;
   const bool exists = fs::exists(path, ec);
@@ -232,7 +234,7 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
 
   if (read_only) {
     impl->db = std::make_unique<sqlite::Connection>(path, SQLITE_OPEN_READONLY, path);
-    sqlite3_busy_timeout(impl->db->handle(), options.busy_timeout_ms);
+    impl->db->set_busy_timeout(busy_timeout_ms);
     try {
       impl->version = impl->read_version();
     } catch (const StoreError&) {
@@ -247,7 +249,7 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
   } else {
     impl->db = std::make_unique<sqlite::Connection>(
         path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, path);
-    sqlite3_busy_timeout(impl->db->handle(), options.busy_timeout_ms);
+    impl->db->set_busy_timeout(busy_timeout_ms);
     impl->version = impl->read_version();  // a corrupt file fails here, before anything is written
     if (impl->version < kStoreSchemaVersion) impl->migrate();
     impl->db->exec("PRAGMA foreign_keys=ON");

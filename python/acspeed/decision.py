@@ -81,12 +81,21 @@ def lookup(module: torch.nn.Module, world_size: int) -> Decision:
 
 
 def share(decision: Optional[Decision], group, device: torch.device) -> Decision:
-    """Collective over `group`: every rank returns the decision of the group's rank 0."""
+    """Collective over `group`: every rank returns the decision of the group's rank 0. A rank that
+    died (or a broken group) fails it with the backend's error, which is raised as a RuntimeError
+    saying which broadcast failed: DDP could not build its model over that group either."""
     payload = [decision]
     source = dist.get_global_rank(group, 0)
     # NCCL moves the object through the model's GPU (not whatever device is current); gloo uses the CPU.
     through = device if device.type == "cuda" and "nccl" in str(dist.get_backend(group)) else None
-    dist.broadcast_object_list(payload, src=source, group=group, device=through)
+    try:
+        dist.broadcast_object_list(payload, src=source, group=group, device=through)
+    except RuntimeError as error:  # gloo: "Connection closed by peer", a timeout...
+        rank = dist.get_rank()
+        role = f"rank {rank} could not send it" if rank == source else f"rank {rank} did not receive it"
+        raise RuntimeError(f"acspeed: the broadcast of the DDP config from rank {source} to every rank of the "
+                           f"model's process group failed ({role}): a rank of this job died or stopped "
+                           f"answering: {error}") from error
     return payload[0]
 
 

@@ -35,6 +35,10 @@ std::vector<SettingSpec> make_registry() {
       {"ACSPEED_PRECISION", T::kChoice, "",
        "Precision of the training job, used in the lookup key (else any precision matches)",
        precision_names()},
+      {"ACSPEED_BUSY_TIMEOUT_MS", T::kInt, "15000",
+       "How long (ms) a store access waits for a lock another process holds: past it a tuner's write "
+       "fails, and a training job's lookup warns once and runs with DDP's defaults",
+       {}, 0, 3600000},
       {"ACSPEED_NCCL_RULES", T::kPath, "",
        "Config JSON file the NCCL tuner plugin reads its rules from (set by `import acspeed`)"},
       {"ACSPEED_LOG_LEVEL", T::kChoice, "warn", "Log level of acspeed's C++ parts",

@@ -22,7 +22,7 @@ class Resolve : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* name : {"ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_STREAMS", "ACSPEED_DB", "NNODES",
-                             "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
+                             "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE", "ACSPEED_BUSY_TIMEOUT_MS"}) {
       unsetenv(name);
     }
     request.key = sample_decision("amp").key;
@@ -141,6 +141,27 @@ TEST_F(Resolve, CorruptStoreIsAnErrorNotACrash) {
   auto r = resolve_config(request);
   EXPECT_EQ(r.source, ResolveSource::kError);
   EXPECT_NE(r.message.find(request.store_path), std::string::npos);
+}
+
+// Another program holds the store exclusively (a WAL reader waits for nothing else): the lookup
+// waits ACSPEED_BUSY_TIMEOUT_MS, then gives DDP defaults with a message saying so.
+TEST_F(Resolve, StoreLockedPastTheBusyTimeoutIsDefaultsSayingSo) {
+  store(sample_decision());
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(request.store_path.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  setenv("ACSPEED_BUSY_TIMEOUT_MS", "50", 1);
+  const auto r = resolve_config(request);
+  unsetenv("ACSPEED_BUSY_TIMEOUT_MS");
+  sqlite3_close(holder);
+  EXPECT_EQ(r.source, ResolveSource::kError);
+  EXPECT_TRUE(r.config.is_default());
+  EXPECT_NE(r.message.find(fmt::format("store {} stayed locked by another process past the busy timeout (50 ms",
+                                       request.store_path)),
+            std::string::npos)
+      << r.message;
+  EXPECT_EQ(resolve_config(request).source, ResolveSource::kStored);  // released: found again
 }
 
 // The lookup promises never to throw: what nlohmann throws (a number too large for a double is not

@@ -22,8 +22,10 @@ def _entry(target, rank, world_size, store, env, args, results):
         results.put((rank, False, traceback.format_exc()))
 
 
-def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0) -> list:
-    """target(rank, world_size, *args) in each rank; returns the ranks' results in rank order."""
+def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0, dying=()) -> list:
+    """target(rank, world_size, *args) in each rank; returns the ranks' results in rank order. The
+    ranks in `dying` are meant to die on their own: their entry is their exit code, and a result
+    from one of them fails the test."""
     context = mp.get_context("spawn")
     results = context.Queue()
     base_env = {"ACSPEED_DB": os.path.join(tempfile.mkdtemp(prefix="acspeed-test-"), "none.db")}
@@ -36,7 +38,7 @@ def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0) 
             proc.start()
         outcome = {}
         try:
-            while len(outcome) < world_size:
+            while len(outcome) < world_size - len(dying):
                 try:
                     rank, ok, value = results.get(timeout=timeout)
                 except queue.Empty:
@@ -47,10 +49,13 @@ def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0) 
                     break
         finally:
             for proc in procs:
-                proc.join(timeout=5 if len(outcome) == world_size else 0.1)
+                proc.join(timeout=5 if len(outcome) == world_size - len(dying) else 0.1)
                 if proc.is_alive():
                     proc.kill()
         failed = {rank: value for rank, (ok, value) in outcome.items() if not ok}
         if failed:
             raise AssertionError("\n".join(f"rank {rank} failed:\n{tb}" for rank, tb in failed.items()))
-        return [outcome[rank][1] for rank in range(world_size)]
+        survived = sorted(set(dying) & set(outcome))
+        if survived:
+            raise AssertionError(f"ranks {survived} were meant to die and returned {outcome}")
+        return [procs[rank].exitcode if rank in dying else outcome[rank][1] for rank in range(world_size)]

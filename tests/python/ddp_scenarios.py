@@ -98,6 +98,18 @@ class Captured(logging.Handler):
         return lines
 
 
+def acspeed_against_plain(rank: int, world_size: int) -> dict:
+    """DDP as `import acspeed` builds it (whatever the lookup finds) against plain DDP on the same
+    data: whether acspeed's hook runs, the bucket cap, equal parameters after training, and what
+    acspeed logged while building it."""
+    captured = Captured()
+    base = train(plain_ddp(make_model()), rank)
+    captured.take()
+    ddp = DDP(make_model())
+    return {"hook": acspeed.hooks.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
+            "equal": bool((train(ddp, rank) == base).all()), "log": captured.take()}
+
+
 def config(**fields) -> str:
     return json.dumps({"version": 1, **fields})
 

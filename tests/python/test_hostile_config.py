@@ -14,7 +14,7 @@ import pytest
 from ddp_harness import run_ranks
 import acspeed.decision
 import torch
-from ddp_scenarios import DDP, Captured, environment, make_model, plain_ddp, train
+from ddp_scenarios import DDP, Captured, acspeed_against_plain, environment, make_model, plain_ddp, train
 
 pytestmark = pytest.mark.slow
 DDP_DEFAULT_CAP = 25 * 1024 * 1024
@@ -60,16 +60,6 @@ def test_hostile_config_file_warns_once_and_trains_with_ddp_defaults(observed, c
     assert not observed[1][case]["hook"] and observed[1][case]["equal"]
 
 
-def garbage_row(rank: int, world_size: int) -> dict:
-    import acspeed.hooks  # noqa: PLC0415
-    captured = Captured()
-    base = train(plain_ddp(make_model()), rank)
-    captured.take()
-    ddp = DDP(make_model())
-    return {"hook": acspeed.hooks.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
-            "equal": bool((train(ddp, rank) == base).all()), "log": captured.take()}
-
-
 def test_garbage_config_row_in_the_store_warns_once_and_trains_with_ddp_defaults(tune_binary, tmp_path):
     store = tmp_path / "acspeed.db"
     decision = {"instance_type": "test-box", "model_signature": acspeed.decision.model_signature(make_model()),
@@ -82,7 +72,7 @@ def test_garbage_config_row_in_the_store_warns_once_and_trains_with_ddp_defaults
                    capture_output=True, timeout=60)
     with sqlite3.connect(store) as db:  # what another tool might leave there
         db.execute("UPDATE decisions SET config_json = ?", (b"{\"version\": 1, \"streams\": \"\xff\"",))
-    seen = run_ranks(garbage_row, 2, env={"ACSPEED_DB": str(store), "ACSPEED_INSTANCE_TYPE": "test-box",
+    seen = run_ranks(acspeed_against_plain, 2, env={"ACSPEED_DB": str(store), "ACSPEED_INSTANCE_TYPE": "test-box",
                                           "ACSPEED_PRECISION": "amp"}, timeout=180)
     for rank_seen in seen:
         assert not rank_seen["hook"] and rank_seen["cap"] == DDP_DEFAULT_CAP and rank_seen["equal"], rank_seen

@@ -12,6 +12,9 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
                  10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
+FAKE_WORKER_GATE=ID:PATH: before answering trial ID the worker creates PATH.reached and waits until
+PATH exists (a test acts on the store while a tune is in flight, then lets it go on).
+FAKE_WORKER_HELLO: a JSON object of hello fields to report instead (model_signature, world_size...).
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
 import json
 import os
@@ -28,6 +31,7 @@ if once:
         mode = "ok"
     else:
         open(once, "w").close()
+gate_id, _, gate_path = os.environ.get("FAKE_WORKER_GATE", "").partition(":")
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(control)
 reader = sock.makefile("r")
@@ -45,7 +49,8 @@ send({"type": "hello", "world_size": 2, "nnodes": 2 if link else 1, "local_world
       "backend": "gloo", "device": "cpu", "model": "fake", "model_signature": "p1-0000000000000001",
       "param_count": 10, "param_bytes": 40, "torch_version": "2.15.0",
       "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""), "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""),
-      "batch_size": 8, "precision": "fp32", "probe": "fake" if link else ""})
+      "batch_size": 8, "precision": "fp32", "probe": "fake" if link else "",
+      **json.loads(os.environ.get("FAKE_WORKER_HELLO", "{}"))})
 
 
 def link_result(request):
@@ -74,6 +79,10 @@ for line in reader:
         sys.exit(3)
     if mode == f"hang:{request['id']}":
         time.sleep(3600)
+    if gate_id == str(request["id"]):
+        open(gate_path + ".reached", "w").close()
+        while not os.path.exists(gate_path):
+            time.sleep(0.05)
     if link:
         reply = dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True,
                      losses=[2.0, 1.5, 1.5])

@@ -546,14 +546,12 @@ void Session::decide() {
     }
   }
   decision.evidence_json = evidence.dump();
+  // Activated in the same transaction that stores it: whatever `configs activate` or another tuner
+  // did to this key meanwhile, this session's decision is the active one when it ends.
   const int64_t id = store_.add_decision(decision, true);
-  if (best.config.is_default()) {
-    observer_.note(fmt::format("decision {}: {}{}", id, decision.note, bound_text));
-  } else {
-    observer_.note(fmt::format("decision {} (active for {} / {} / {} / world size {} / {} node(s)): {}{}", id,
-                               decision.key.instance_type, o_.model, decision.key.precision, hello_.world_size,
-                               decision.key.nnodes, decision.note, bound_text));
-  }
+  observer_.note(fmt::format("decision {} (now active for {} / {} / {} / world size {} / {} node(s)): {}{}", id,
+                             decision.key.instance_type, o_.model, decision.key.precision, hello_.world_size,
+                             decision.key.nnodes, decision.note, bound_text));
 }
 
 SessionResult Session::run() {
@@ -593,7 +591,18 @@ SessionResult Session::run() {
     result.error = e.what();
   }
   workers_.reset();
-  if (session_id_ > 0) store_.finish_session(session_id_, outcome);
+  if (session_id_ > 0) {
+    try {
+      store_.finish_session(session_id_, outcome);
+    } catch (const StoreError& e) {  // e.g. a full disk: what went wrong first stays in the message
+      if (result.status == SessionResult::Status::kDone) result.status = SessionResult::Status::kFailed;
+      if (result.error == e.what()) {
+        result.error += "; the session's end was not stored either";
+      } else {
+        result.error += fmt::format("{}the session's end was not stored: {}", result.error.empty() ? "" : "; ", e.what());
+      }
+    }
+  }
   result.session_id = session_id_;
   result.trials_stored = next_ordinal_;
   const bool failed = result.status == SessionResult::Status::kFailed && !result.usage_error;

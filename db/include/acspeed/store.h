@@ -28,7 +28,9 @@ std::string default_store_path();
 struct StoreOptions {
   std::string path;             // empty = default_store_path()
   bool read_only = false;       // lookups: never create or migrate anything
-  int busy_timeout_ms = 15000;  // how long a writer waits for another writer's lock
+  // How long an access waits for a lock another process holds (a writer for another writer; a
+  // reader only for a store held exclusively); empty = ACSPEED_BUSY_TIMEOUT_MS (default 15000).
+  std::optional<int> busy_timeout_ms;
 };
 
 // What decisions are keyed by.
