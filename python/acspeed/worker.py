@@ -151,6 +151,9 @@ class Trainer:
     """One rank's model, batch and DDP wrapper; run() is one trial."""
 
     def __init__(self, args, device: torch.device):
+        # DDP's constructor imports torch._dynamo (seconds on a busy machine): paid here, at start-up,
+        # not inside the first trial's timeout.
+        import torch._dynamo  # noqa: F401, PLC0415
         self.device = device
         self.precision = args.precision
         self.batch_size = args.batch_size

@@ -153,6 +153,18 @@ Thread 0x00007f0000000003 (most recent call first):
             "rank 1 in barrier (distributed_c10d.py:4805) from forward (tiny_models.py:61)");
 }
 
+TEST_F(RankFailureTest, AStackCutAtFaulthandlersLimitStillSaysWhere) {
+  rank_log(0, R"(Timeout (0:00:11)!
+Thread 0x00007f0000000001 (most recent call first):
+  File "/site-packages/torch/_ops.py", line 126 in py_impl
+  File "<frozen importlib._bootstrap>", line 241 in _call_with_frames_removed
+  File "/site-packages/torch/_inductor/__init__.py", line 12 in <module>
+  ...
+)");
+  EXPECT_EQ(where_ranks_were(gather_rank_evidence(prefix_, prefix_ + ".log")),
+            "rank 0 in py_impl (_ops.py:126)");
+}
+
 TEST_F(RankFailureTest, ARankWithoutADumpSaysSo) {
   rank_log(0, "no dump here\n");
   EXPECT_EQ(where_ranks_were(gather_rank_evidence(prefix_, prefix_ + ".log")), "rank 0 left no stack dump");

@@ -7,8 +7,8 @@ failed, how it ended and the last lines of its log (a hang: where each rank's st
 error its peer saw ("Connection closed by peer ... GLHF"); the session goes on to a decision, and
 nothing is left behind: no worker process, no temporary folder but the kept worker logs the tuner
 names. (The worker that never connects: trial_runner_test.cc; kill -9 of the tuner:
-test_kill_resume.py.) CI cost: one session, about 60-90 s on two busy cores (seven launches, two
-8 s trial timeouts)."""
+test_kill_resume.py.) CI cost: one session of seven worker launches and two 15 s trial timeouts:
+226 s measured on the two-core development machine at load 15-19 (other agents' builds)."""
 import glob
 import json
 import os
@@ -52,7 +52,7 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
     result = subprocess.run(
         [str(tune_binary), "--db", str(isolated_store), "--model", "tiny_models:faulty_mlp",
          "--bucket-mb", "1,2,3,4,5,6,25", "--algorithms", "allreduce", "--streams", "1", "--strategy", "grid",
-         "--trial-timeout", "8", "--warmup", "1", "--steps", "2", "--repeats", "2", "--nproc-per-node", "2",
+         "--trial-timeout", "15", "--warmup", "1", "--steps", "2", "--repeats", "3", "--nproc-per-node", "2",
          "--seed", "5"],
         capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -77,11 +77,13 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
     assert "can't allocate memory" in errors["oom"], errors["oom"]
     for fault in ("exit", "signal", "raise", "oom"):
         assert re.search(r"\(log: /tmp/acspeed-tune-\w+/workers-\d+-rank1\.log\)$", errors[fault]), errors[fault]
-    assert errors["hang"].startswith("no result within the trial timeout of 8 s; where the ranks were after 6 s: "),\
+    assert errors["hang"].startswith("no result within the trial timeout of 15 s; where the ranks were after 11 s: "),\
         errors["hang"]
-    assert re.search(r"rank 1 in forward \(tiny_models\.py:\d+\)", errors["hang"]), errors["hang"]
-    assert re.search(r"rank 1 in barrier \(distributed_c10d\.py:\d+\) from forward \(tiny_models\.py:\d+\)",
-                     errors["hang_collective"]), errors["hang_collective"]
+    # The model's forward calls _fire_next_fault: a sleep there (C, no frame of its own), a barrier of torch's.
+    assert re.search(r"rank 1 in _fire_next_fault \(tiny_models\.py:\d+\)", errors["hang"]), errors["hang"]
+    assert re.search(r"rank 1 in barrier \(distributed_c10d\.py:\d+\) "
+                     r"from _fire_next_fault \(tiny_models\.py:\d+\)", errors["hang_collective"]), \
+        errors["hang_collective"]
     assert "rank 0 in " in errors["hang"] and "rank 0 in " in errors["hang_collective"]
 
     # The report shows the same reasons.

@@ -63,13 +63,14 @@ std::string with_tail(std::string head, const RankEvidence& r) {
   return fmt::format("{}; last lines of its log: {} (log: {})", head, fmt::join(r.log_tail, " | "), r.log_path);
 }
 
-// "FUNC (FILE:LINE)" of a faulthandler frame line `File "PATH", line N in FUNC`.
-std::optional<std::string> frame_of(const std::string& line, bool* in_torch) {
+// "FUNC (FILE:LINE)" of a faulthandler frame line `File "PATH", line N in FUNC`; `in_library`:
+// the frame is torch's or the interpreter's own (<frozen ...>), not the user's or acspeed's.
+std::optional<std::string> frame_of(const std::string& line, bool* in_library) {
   static const std::regex frame(R"re(^\s*File "([^"]*)", line (\d+) in (\S+))re");
   std::smatch m;
   if (!std::regex_search(line, m, frame)) return std::nullopt;
   const std::string path = m[1];
-  *in_torch = path.find("/torch/") != std::string::npos;
+  *in_library = path.find("/torch/") != std::string::npos || path.rfind("<", 0) == 0;
   return fmt::format("{} ({}:{})", m[3].str(), std::filesystem::path(path).filename().string(), m[2].str());
 }
 
@@ -97,23 +98,22 @@ std::optional<std::string> where_in(const std::string& text) {
       break;  // the dump ended
     }
   }
-  for (const auto& frames : threads) {
-    const bool main_thread = std::any_of(frames.begin(), frames.end(), [](const std::string& f) {
-      return f.find("acspeed/worker.py") != std::string::npos;
-    });
-    if (!main_thread || frames.empty()) continue;
-    bool in_torch = false;
-    const auto innermost = frame_of(frames.front(), &in_torch);
-    if (!innermost) continue;
-    if (!in_torch) return innermost;
-    for (const auto& f : frames) {
-      bool torch_frame = false;
-      if (const auto own = frame_of(f, &torch_frame); own && !torch_frame) {
-        return fmt::format("{} from {}", *innermost, *own);
-      }
-    }
-    return innermost;
+  // A deep stack is cut at faulthandler's 100 frames, so the worker's own frame may be missing:
+  // then the only thread, or the first.
+  auto main_thread = std::find_if(threads.begin(), threads.end(), [](const std::vector<std::string>& frames) {
+    return std::any_of(frames.begin(), frames.end(),
+                       [](const std::string& f) { return f.find("acspeed/worker.py") != std::string::npos; });
+  });
+  if (main_thread == threads.end()) main_thread = threads.begin();
+  if (main_thread == threads.end() || main_thread->empty()) return std::nullopt;
+  const auto& frames = *main_thread;
+  bool in_library = false;
+  const auto innermost = frame_of(frames.front(), &in_library);
+  if (!innermost || !in_library) return innermost;
+  for (const auto& f : frames) {
+    if (const auto own = frame_of(f, &in_library); own && !in_library) return fmt::format("{} from {}", *innermost, *own);
   }
+  return innermost;
   return std::nullopt;
 }
 
