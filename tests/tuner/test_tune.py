@@ -2,9 +2,11 @@
 (tests/tuner/tiny_models.py) into an isolated store; then `import acspeed` in a new job applies the
 stored decision. Also --dry-run, bad input, kill -9 and --resume (the faults inside trials:
 test_trial_faults.py; kill -9 at points chosen by seed: test_kill_resume.py)."""
+import glob
 import json
 import os
 import pathlib
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -169,6 +171,7 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
 def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_store, tmp_path):
     args = ["--model", "tiny_models:mlp", "--bucket-mb", "1,2,5,25", "--algorithms", "allreduce", "--streams", "1",
             "--strategy", "grid", "--batch-size", "6", *FAST]
+    work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
     tuner = subprocess.Popen([str(tune.binary), "--db", str(isolated_store), *args], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     try:
@@ -189,6 +192,8 @@ def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_sto
     while worker_pids("--batch-size 6") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert worker_pids("--batch-size 6") == []
+    for folder in set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before:
+        shutil.rmtree(folder)  # the killed tuner's work folder (worker logs): it cannot remove it itself
     before = rows(isolated_store, "SELECT * FROM trials ORDER BY ordinal")
     assert len(before) >= 2 and rows(isolated_store, "SELECT status FROM sessions")[0]["status"] == "running"
 
