@@ -410,9 +410,9 @@ def main(argv=None) -> int:
         signature = model_signature(trainer.model)
         nnodes = _runtime.core().node_count(dist.get_world_size())  # counted as `import acspeed` counts them
     except Exception as error:  # noqa: BLE001 - reported to the tuner, then the workers end
+        _record_failure(args.log_prefix, rank, None, _error_text(error))
         print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}\n{traceback.format_exc()}",
               file=sys.stderr, flush=True)
-        _record_failure(args.log_prefix, rank, None, _error_text(error))
         if control is not None:
             usage = isinstance(error, ModelSpecError)
             control.send({"v": PROTOCOL_VERSION, "type": "fatal", "error": str(error) if usage else _error_text(error),
