@@ -18,7 +18,10 @@ int exit_code_of_status(int wait_status) {
 
 std::string describe_exit_code(int exit_code) {
   if (exit_code > 128 && exit_code < 128 + NSIG) {
-    return fmt::format("signal {} ({})", exit_code - 128, strsignal(exit_code - 128));
+    const int signo = exit_code - 128;
+    const char* abbrev = sigabbrev_np(signo);
+    if (abbrev == nullptr) return fmt::format("signal {} ({})", signo, strsignal(signo));
+    return fmt::format("signal {} (SIG{}: {})", signo, abbrev, strsignal(signo));
   }
   return fmt::format("exit code {}", exit_code);
 }

@@ -31,9 +31,17 @@ otherwise.
 Any error in a trial is reported by rank 0 (when it is rank 0's) and ends the workers: a rank that
 failed inside a collective cannot rejoin the others, so the tuner records the trial as failed and
 starts fresh workers.
+
+What the tuner needs to name the rank that failed (tuner/src/rank_failure.h): with `--log-prefix
+PREFIX`, each rank writes its output (Python's and the C++ libraries') to PREFIX-rankR.log, and a
+rank that catches an error in a trial writes PREFIX-rankR.failed.json (its error and the time it
+caught it, on the node's monotonic clock: the first rank to fail is the cause, the others lost it as
+a peer). With `--stack-dump-s S`, a trial still running after S seconds dumps every rank's Python
+stack into its log (faulthandler), so a hung trial says where each rank was.
 """
 import argparse
 import ctypes
+import faulthandler
 import importlib
 import json
 import math
@@ -71,7 +79,29 @@ def _parse_args(argv):
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--precision", choices=_runtime.core().PRECISIONS, default="fp32")
     parser.add_argument("--control", help="the tuner's Unix socket (rank 0 only)")
+    parser.add_argument("--log-prefix", help="each rank logs to PREFIX-rankR.log, its trial error to "
+                        "PREFIX-rankR.failed.json")
+    parser.add_argument("--stack-dump-s", type=float, help="dump every rank's stack into its log when a trial "
+                        "runs longer than this")
     return parser.parse_args(argv)
+
+
+def _log_to_own_file(prefix: str, rank: int) -> None:
+    """Points this rank's stdout and stderr (file descriptors 1 and 2, so the C++ libraries' output too)
+    at PREFIX-rankR.log."""
+    fd = os.open(f"{prefix}-rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _record_failure(prefix, rank: int, trial, error: str) -> None:
+    """PREFIX-rankR.failed.json: what this rank caught and when (CLOCK_MONOTONIC, one clock per node)."""
+    if not prefix:
+        return
+    record = {"rank": rank, "trial": trial, "error": error, "monotonic_s": time.monotonic()}
+    with open(f"{prefix}-rank{rank}.failed.json", "w", encoding="utf-8") as f:
+        json.dump(record, f)
 
 
 class ModelSpecError(ValueError):
@@ -121,6 +151,9 @@ class Trainer:
     """One rank's model, batch and DDP wrapper; run() is one trial."""
 
     def __init__(self, args, device: torch.device):
+        # DDP's constructor imports torch._dynamo (seconds on a busy machine): paid here, at start-up,
+        # not inside the first trial's timeout.
+        import torch._dynamo  # noqa: F401, PLC0415
         self.device = device
         self.precision = args.precision
         self.batch_size = args.batch_size
@@ -359,6 +392,8 @@ def _error_text(error: BaseException) -> str:
 def main(argv=None) -> int:
     _die_with_parent()
     args = _parse_args(argv)
+    if args.log_prefix:
+        _log_to_own_file(args.log_prefix, int(os.environ.get("RANK", "0")))
     os.environ["ACSPEED_STRICT"] = "1"  # a config the hooks cannot realise must fail the trial, not fall back
     use_cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -375,7 +410,9 @@ def main(argv=None) -> int:
         signature = model_signature(trainer.model)
         nnodes = _runtime.core().node_count(dist.get_world_size())  # counted as `import acspeed` counts them
     except Exception as error:  # noqa: BLE001 - reported to the tuner, then the workers end
-        print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}", file=sys.stderr, flush=True)
+        _record_failure(args.log_prefix, rank, None, _error_text(error))
+        print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}\n{traceback.format_exc()}",
+              file=sys.stderr, flush=True)
         if control is not None:
             usage = isinstance(error, ModelSpecError)
             control.send({"v": PROTOCOL_VERSION, "type": "fatal", "error": str(error) if usage else _error_text(error),
@@ -401,15 +438,20 @@ def main(argv=None) -> int:
         request = box[0]
         if request["type"] == "stop":
             break
+        if args.stack_dump_s:
+            faulthandler.dump_traceback_later(args.stack_dump_s)
         try:
             result = trainer.run(request, control_group)
         except Exception as error:  # noqa: BLE001 - the trial failed: say why, then end these workers
+            _record_failure(args.log_prefix, rank, request["id"], _error_text(error))
             print(f"acspeed.worker rank {rank}: trial {request['id']} failed: {_error_text(error)}\n"
                   f"{traceback.format_exc()}", file=sys.stderr, flush=True)
             if control is not None:
                 control.send({"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "failed",
                               "error": _error_text(error)})
             return 1
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         if control is not None:
             control.send(result)
     dist.destroy_process_group()

@@ -219,7 +219,7 @@ TEST(Process, RunInChildReportsTheBodysExitCode) {
 
 TEST(Process, ExitCodesAndTheirText) {
   EXPECT_EQ(describe_exit_code(3), "exit code 3");
-  EXPECT_EQ(describe_exit_code(128 + SIGKILL), "signal 9 (Killed)");
+  EXPECT_EQ(describe_exit_code(128 + SIGKILL), "signal 9 (SIGKILL: Killed)");
   SpawnOptions options;
   options.argv = {"sh", "-c", "kill -TERM $$"};
   const pid_t pid = spawn(options);

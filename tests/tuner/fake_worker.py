@@ -5,6 +5,7 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   crash:ID       trial ID kills the process (exit 3) after printing the worker's failure line
   hang:ID        trial ID never answers
   fatal_usage    setup fails: the --model names nothing buildable
+  never_connect  never connects to the tuner (sleeps)
   fast_streams   like ok, but a config with more than one stream steps twice as fast
   link           two nodes with a probe, steps timed as the step model's physics (tuner/step_model.h):
                  compute 100 ms (forward + optimizer 40 ms), latency 2 ms per bucket, 125 MB/s, 46.8 MB
@@ -31,6 +32,8 @@ if once:
         mode = "ok"
     else:
         open(once, "w").close()
+if mode == "never_connect":
+    time.sleep(3600)
 gate_id, _, gate_path = os.environ.get("FAKE_WORKER_GATE", "").partition(":")
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(control)

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "acspeed/store.h"
 #include "acspeed/tuner/trial_metrics.h"
@@ -183,6 +184,58 @@ TEST_F(SessionTest, ResumeReusesStoredTrialsButMeasuresAgainOneThatDoesNotSayItW
   EXPECT_EQ(recorder.trials.front().label, "DDP defaults");  // measured again; two streams reused
   EXPECT_EQ(recorder.trials.front().ordinal, 2);
   EXPECT_EQ(recorder.trials.size(), 1u + 2u * static_cast<size_t>(options_.repeats));
+}
+
+TEST_F(SessionTest, ResumeReusesFinishedDecisionPairsAndRunsOnlyTheRest) {
+  setenv("FAKE_WORKER_MODE", "fast_streams", 1);
+  options_.repeats = 3;
+  SessionRecord record;
+  record.instance_type = "session-test-box";
+  record.model_name = "fake";
+  record.model_signature = "p1-0000000000000001";
+  record.world_size = 2;
+  const int64_t id = store_->create_session(record);
+  CommConfig two_streams;
+  two_streams.streams = 2;
+  int64_t ordinal = 0;
+  auto add = [&](const std::string& role, const CommConfig& config, double step, const std::string& pair) {
+    TrialRecord t;
+    t.session_id = id;
+    t.ordinal = ordinal++;
+    t.role = role;
+    t.config_json = config_to_json(config);
+    t.step_times_s = {step, step, step};
+    t.metrics_json = R"({"p50_s": )" + std::to_string(step) + R"(, "loss": 1.5, "loss_first": 2.0, "finite": true)" +
+                     pair + "}";
+    store_->add_trial(t);
+  };
+  add("search", CommConfig{}, 0.2, "");
+  add("search", two_streams, 0.1, "");
+  add("candidate", two_streams, 0.1, R"(, "pair": 0)");  // pair 1: both runs stored
+  add("baseline", CommConfig{}, 0.2, R"(, "pair": 0)");
+  add("baseline", CommConfig{}, 0.2, R"(, "pair": 1)");  // pair 2: killed before its candidate ran
+  options_.resume = id;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  // Pair 1 is reused; pair 2 (half done) and pair 3 run: four trials, no search trial.
+  ASSERT_EQ(recorder.trials.size(), 4u);
+  EXPECT_EQ(recorder.trials[0].label.rfind("pair 2 ", 0), 0u) << recorder.trials[0].label;
+  EXPECT_EQ(recorder.trials[0].ordinal, 5);
+  bool said = false;
+  for (const auto& note : recorder.notes) said = said || note.find("1 pair(s) stored before") != std::string::npos;
+  EXPECT_TRUE(said);
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(decisions[0].evidence_json)["pairs"].size(), 3u);
+  EXPECT_EQ(decisions[0].config, two_streams);
+
+  // Killed after the decision was stored, before the session was closed: resuming keeps that decision.
+  store_->finish_session(id, "running");
+  Recorder again;
+  ASSERT_EQ(run_session(options_, *store_, again).status, SessionResult::Status::kDone);
+  EXPECT_TRUE(again.trials.empty());
+  EXPECT_EQ(store_->decisions().size(), 1u);
 }
 
 TEST(SessionPlan, NamesTheStrategyTheTrialsAndTheWorkersArgv) {

@@ -1,18 +1,29 @@
 """Tiny models for the tuner's end-to-end tests (`--model tiny_models:mlp`): small enough that a
 trial takes well under a second on two CPU processes, with enough parameters for a few buckets.
 
-`tiny_models:faulty_mlp` injects one fault on rank 0, once per test (a marker file remembers it):
-TINY_FAULT=raise|hang, TINY_FAULT_AT=N (the N-th forward call of the worker process),
-TINY_FAULT_MARKER=PATH. It lets a test check that a crashed or hung trial is recorded as failed or
-timed out and that the tuner goes on with fresh workers.
+`tiny_models:faulty_mlp` is the MLP that misbehaves on purpose, for the fault tests
+(tests/tuner/test_trial_faults.py); test-only, set through the environment:
+  TINY_FAULTS=exit,signal,raise,oom,hang,hang_collective   the faults, in order; each worker launch
+                 fires the first one not fired yet (a marker file per fault in TINY_FAULT_DIR): with N
+                 faults, the first N launches fail one trial each and later ones run clean
+  TINY_FAULT_RANK=R   the rank that misbehaves (default 1)
+  TINY_FAULT_AT=N     at its N-th forward call in the worker process (default 1: the launch's first step)
+  TINY_FAULT_DIR=PATH the marker files
+The faults: exit (os._exit(3)), signal (SIGKILL to itself), raise (RuntimeError), oom (an
+address-space limit, RLIMIT_AS, set in that rank only just above what it maps, then a 1 GiB tensor),
+hang (sleeps in forward), hang_collective (blocks in a barrier of a group the other ranks never enter
+while they wait in DDP's allreduce).
 
 `tiny_models:corrupting_mlp` is the MLP with a deliberately harmful compressor, for the
 convergence guard's test: in that worker, acspeed's fp16 path hands DDP seeded noise of each
 bucket's norm instead of its averaged gradient (the same on every rank, so training goes on)."""
 import os
+import resource
+import signal
 import time
 
 import torch
+import torch.distributed as dist
 
 
 class _Mlp(torch.nn.Module):
@@ -28,20 +39,46 @@ class _Mlp(torch.nn.Module):
 
 
 class _FaultyMlp(_Mlp):
-    def __init__(self):
+    def __init__(self, group):
         super().__init__()
         self.calls = 0
+        self.group = group  # hang_collective's: every rank made it, only the faulty rank enters it
 
     def forward(self, x):
         self.calls += 1
-        marker = os.environ["TINY_FAULT_MARKER"]
-        if (os.environ.get("RANK") == "0" and self.calls == int(os.environ["TINY_FAULT_AT"])
-                and not os.path.exists(marker)):
-            open(marker, "w").close()
-            if os.environ["TINY_FAULT"] == "hang":
-                time.sleep(3600)
-            raise RuntimeError("tiny_models: injected failure")
+        if (os.environ.get("RANK") == os.environ.get("TINY_FAULT_RANK", "1")
+                and self.calls == int(os.environ.get("TINY_FAULT_AT", "1"))):
+            _fire_next_fault(self.group)
         return super().forward(x)
+
+
+def _fire_next_fault(group) -> None:
+    folder = os.environ["TINY_FAULT_DIR"]
+    for fault in os.environ["TINY_FAULTS"].split(","):
+        marker = os.path.join(folder, fault)
+        if os.path.exists(marker):
+            continue
+        open(marker, "w").close()
+        print(f"tiny_models: firing {fault}", flush=True)
+        if fault == "exit":
+            os._exit(3)
+        elif fault == "signal":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif fault == "raise":
+            raise RuntimeError("tiny_models: injected failure")
+        elif fault == "oom":
+            with open("/proc/self/statm", encoding="ascii") as f:
+                mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+            torch.ones(1 << 30, dtype=torch.uint8)
+        elif fault == "hang":
+            time.sleep(3600)
+        elif fault == "hang_collective":
+            dist.barrier(group=group)
+        else:
+            raise ValueError(f"TINY_FAULTS: unknown fault '{fault}' (accepted: exit, signal, raise, oom, hang, "
+                             "hang_collective)")
+        return
 
 
 def _make_batch(batch_size):
@@ -58,7 +95,8 @@ def mlp():
 
 def faulty_mlp():
     torch.manual_seed(0)
-    return _FaultyMlp(), _make_batch
+    group = dist.new_group(backend="gloo") if "hang_collective" in os.environ.get("TINY_FAULTS", "") else None
+    return _FaultyMlp(group), _make_batch
 
 
 def _corrupt_compressed_buckets() -> None:

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -86,6 +88,34 @@ TEST_F(TrialRunnerTest, HungTrialTimesOutAndTheNextOneRelaunches) {
   EXPECT_EQ(group.launches(), 2);
 }
 
+// Processes whose command line mentions `text` (a read-only look at /proc).
+int processes_mentioning(const std::string& text) {
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(text) != std::string::npos) ++found;
+  }
+  return found;
+}
+
+TEST_F(TrialRunnerTest, WorkersThatNeverConnectFailTheStartAndAreKilled) {
+  mode("never_connect");
+  launch_.start_timeout = std::chrono::seconds(2);
+  WorkerGroup group(launch_);
+  try {
+    group.start();
+    FAIL() << "expected Error";
+  } catch (const InvalidArgument& e) {
+    FAIL() << "not a usage error: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 did not connect within 2 s"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(processes_mentioning(dir_ + "/control.sock"), 0);  // the silent worker was killed, not left behind
+}
+
 TEST_F(TrialRunnerTest, ModelThatCannotBeBuiltIsAUsageError) {
   mode("fatal_usage");
   WorkerGroup group(launch_);
@@ -105,11 +135,12 @@ TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {
   l.node_rank = 1;
   l.nproc_per_node = 4;
   l.master_addr = "10.0.0.1";
-  const auto argv = torchrun_argv(l, 29500, "");
+  l.stack_dump_s = 6;
+  const auto argv = torchrun_argv(l, 29500, "", "/tmp/w/workers-1");
   const std::vector<std::string> expected = {
       "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1", "--nproc_per_node=4",
       "--master_addr=10.0.0.1", "--master_port=29500", "--max_restarts=0", "-m", "acspeed.worker", "--model",
-      "my pkg.mod:fn; rm -rf /"};
+      "my pkg.mod:fn; rm -rf /", "--log-prefix", "/tmp/w/workers-1", "--stack-dump-s", "6"};
   EXPECT_EQ(argv, expected);  // one argv item, passed to execve as is; no --control off node 0
 }
 

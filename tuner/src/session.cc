@@ -58,6 +58,8 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   l.master_port = o.master_port;
   l.work_dir = work_dir;
   l.start_timeout = std::chrono::seconds(std::max(120, o.trial_timeout_s));
+  // The ranks' stacks are dumped shortly before the trial times out, so its error says where they hung.
+  l.stack_dump_s = std::max(o.trial_timeout_s * 3 / 4, o.trial_timeout_s - 5);
   return l;
 }
 
@@ -107,6 +109,7 @@ class Session {
   void ensure_guard_reference();
   void gate_compression(Measured& m) const;
   void decide();
+  bool reuse_pair(int index, const CommConfig& candidate, Measured runs[2]) const;
 
   const TuneOptions& o_;
   Store& store_;
@@ -124,6 +127,13 @@ class Session {
   Clock::time_point started_ = Clock::now();
   std::vector<double> trial_walls_;
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
+  // A resumed session's decision-pair trials (role candidate|baseline), in the order stored.
+  struct PairTrial {
+    int pair = 0;
+    std::string role;
+    Measured run;
+  };
+  std::vector<PairTrial> stored_pair_trials_;
   std::vector<ModelTrial> model_trials_;  // every ok trial, for the step model
   StepModel model_;
   // The uncompressed run on identical data and seeds that compressed trials are judged against.
@@ -208,7 +218,8 @@ void Session::open_session() {
     model_trials_ = model_trials(stored);
     for (const auto& t : stored) {
       next_ordinal_ = std::max(next_ordinal_, t.ordinal + 1);
-      if (t.role != "search") continue;  // decision pairs are run again in full
+      const bool pair_trial = t.role == "candidate" || t.role == "baseline";
+      if (t.role != "search" && !pair_trial) continue;
       Measured m;
       try {
         m.config = config_from_json(t.config_json);
@@ -227,6 +238,11 @@ void Session::open_session() {
       m.error = t.error;
       m.cost = t.status == "ok" && !*m.metrics.finite ? kFailedCost : cost_of(t);
       m.step_times_s = t.step_times_s;
+      if (pair_trial) {
+        // One run of a decision pair; decide() reuses a pair whose two runs were both stored.
+        if (m.metrics.pair) stored_pair_trials_.push_back({*m.metrics.pair, t.role, std::move(m)});
+        continue;
+      }
       if (find(m.config) == nullptr) measured_.push_back(std::move(m));
       ++resumed;
     }
@@ -463,10 +479,33 @@ void Session::report_search() const {
   observer_.search_finished(results);
 }
 
+// A resumed session's pair `index` when both of its runs were stored, the candidate's with the
+// config being confirmed now (the latest of each when the pair was started again).
+bool Session::reuse_pair(int index, const CommConfig& candidate, Measured runs[2]) const {
+  const Measured* found[2] = {nullptr, nullptr};
+  for (const auto& t : stored_pair_trials_) {
+    if (t.pair != index) continue;
+    if (t.role == "candidate" && t.run.config == candidate) found[0] = &t.run;
+    if (t.role == "baseline" && t.run.config.is_default()) found[1] = &t.run;
+  }
+  if (found[0] == nullptr || found[1] == nullptr) return false;
+  runs[0] = *found[0];
+  runs[1] = *found[1];
+  return true;
+}
+
 void Session::decide() {
   const Measured* fastest = best();
   if (fastest == nullptr) ACS_THROW(Error, "every search trial failed: nothing to decide (see the errors above)");
   const Measured& best = *fastest;  // the pairs below are not search results: measured_ stays as it is
+  if (o_.resume) {
+    // Killed after storing its decision but before closing the session: that decision stands.
+    for (const auto& d : store_.decisions()) {
+      if (d.session_id != session_id_) continue;
+      observer_.note(fmt::format("decision {} of this session was stored before it was interrupted: {}", d.id, d.note));
+      return;
+    }
+  }
 
   Decision decision;
   // The workers count the nodes by the rule `import acspeed` looks up with (node_count.h).
@@ -491,11 +530,14 @@ void Session::decide() {
     observer_.note(fmt::format("\nconfirming {} against DDP defaults in {} alternated pairs", best.config.describe(),
                                o_.repeats));
     const CommConfig baseline;
+    int reused = 0;
     for (int i = 0; i < o_.repeats && stopped_because.empty(); ++i) {
       PairRun pair;
       pair.candidate_first = i % 2 == 0;
       Measured runs[2];  // candidate, baseline
-      for (int k = 0; k < 2; ++k) {
+      const bool stored = reuse_pair(i, best.config, runs);
+      if (stored) ++reused;
+      for (int k = 0; k < 2 && !stored; ++k) {
         const bool is_candidate = (k == 0) == pair.candidate_first;
         runs[is_candidate ? 0 : 1] =
             run_trial(is_candidate ? best.config : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
@@ -521,6 +563,7 @@ void Session::decide() {
       stopped_because = pair_rejection(best.config, pair, rule);
       pairs.push_back(std::move(pair));
     }
+    if (reused > 0) observer_.note(fmt::format("  {} pair(s) stored before the interruption reused", reused));
     evidence["pairs"] = pairs;
     evidence["loss_tolerance"] = o_.loss_tolerance;
   }
@@ -655,7 +698,8 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
   if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
   WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");
-  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : "");
+  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : "",
+                            "/tmp/acspeed-tune-XXXXXX/workers-N");
   for (auto& arg : argv) {
     if (arg == "--master_port=0") arg = "--master_port=<a free port>";
   }

@@ -24,6 +24,7 @@
 #include "acspeed/process/signals.h"
 #include "acspeed/process/spawn.h"
 #include "acspeed/process/supervise.h"
+#include "rank_failure.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -48,12 +49,13 @@ int free_local_port() {
 
 // Starts one node's workers (torchrun) with the acspeed package in front of PYTHONPATH, stdin
 // from /dev/null and their output appended to log_path; they are killed when this process dies.
-pid_t start_workers(const WorkerLaunch& l, int master_port, const std::string& control, const std::string& log_path) {
+pid_t start_workers(const WorkerLaunch& l, int master_port, const std::string& control, const std::string& log_path,
+                    const std::string& log_prefix) {
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) ACS_THROW(Error, "cannot open worker log {}: {}", log_path, std::strerror(errno));
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   process::SpawnOptions options;
-  options.argv = torchrun_argv(l, master_port, control);
+  options.argv = torchrun_argv(l, master_port, control, log_prefix);
   options.env = worker_environment(l);
   options.stdin_fd = null_fd;
   options.stdout_fd = log_fd;
@@ -95,7 +97,8 @@ process::Environment worker_environment(const WorkerLaunch& l) {
   return env;
 }
 
-std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, const std::string& control) {
+std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, const std::string& control,
+                                       const std::string& log_prefix) {
   std::vector<std::string> argv = {l.python,
                                    "-m",
                                    "torch.distributed.run",
@@ -108,6 +111,12 @@ std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, c
                                    "-m",
                                    "acspeed.worker"};
   argv.insert(argv.end(), l.worker_args.begin(), l.worker_args.end());
+  argv.push_back("--log-prefix");
+  argv.push_back(log_prefix);
+  if (l.stack_dump_s > 0) {
+    argv.push_back("--stack-dump-s");
+    argv.push_back(std::to_string(l.stack_dump_s));
+  }
   if (!control.empty()) {
     argv.push_back("--control");
     argv.push_back(control);
@@ -152,9 +161,10 @@ bool WorkerGroup::child_alive() {
 
 void WorkerGroup::launch() {
   ++launches_;
-  log_path_ = fmt::format("{}/workers-{}.log", launch_.work_dir, launches_);
+  log_prefix_ = fmt::format("{}/workers-{}", launch_.work_dir, launches_);
+  log_path_ = log_prefix_ + ".log";
   const int port = launch_.master_port != 0 ? launch_.master_port : free_local_port();
-  child_ = start_workers(launch_, port, socket_path_, log_path_);
+  child_ = start_workers(launch_, port, socket_path_, log_path_, log_prefix_);
   child_reaped_ = false;
   buffer_.clear();
   // Wait for rank 0 to connect, watching the launcher.
@@ -259,11 +269,16 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   in_trial_ = false;
   if (!reply_line) {
     if (eof) {
-      // Give the launcher a moment to collect the ranks' exit codes into the log.
-      for (int i = 0; i < 50 && child_alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      let_the_launcher_end();
       return finish(TrialStatus::kFailed, failure_text());
     }
-    return finish(TrialStatus::kTimeout, fmt::format("no result within the trial timeout of {} s", timeout.count()));
+    std::string where = where_ranks_were(gather_rank_evidence(log_prefix_, log_path_));
+    if (launch_.stack_dump_s > 0 && !where.empty()) {
+      where = fmt::format("; where the ranks were after {} s: {} (logs: {}-rank*.log)", launch_.stack_dump_s, where,
+                          log_prefix_);
+    }
+    return finish(TrialStatus::kTimeout,
+                  fmt::format("no result within the trial timeout of {} s{}", timeout.count(), where));
   }
   WorkerMessage message;
   try {
@@ -277,7 +292,12 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
                                                     reply_line->substr(0, 200)));
   }
   outcome.reply = *reply;
-  if (!reply->ok) return finish(TrialStatus::kFailed, reply->error);
+  if (!reply->ok) {
+    // Rank 0's error may be only the news that another rank went: ask the evidence which went first.
+    let_the_launcher_end();
+    const auto why = explain_rank_failure(gather_rank_evidence(log_prefix_, log_path_));
+    return finish(TrialStatus::kFailed, why.value_or(reply->error));
+  }
   return finish(TrialStatus::kOk, "");
 }
 
@@ -306,8 +326,16 @@ void WorkerGroup::stop() {
   kill_workers();
 }
 
+void WorkerGroup::let_the_launcher_end() {
+  // torchrun notices a failed rank, ends the others (SIGTERM) and writes its failure table: the
+  // exit codes the explanation needs. A launcher still running after 10 s is killed by the caller.
+  for (int i = 0; i < 100 && child_alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
 std::string WorkerGroup::failure_text() const {
-  // The workers' own explanation: acspeed.worker's "failed:" line, else the last error line.
+  // The rank that failed first (rank_failure.h); else the launcher's explanation: acspeed.worker's
+  // "failed:" line, else the last error line.
+  if (auto why = explain_rank_failure(gather_rank_evidence(log_prefix_, log_path_))) return *why;
   std::ifstream in(log_path_);
   std::string line, worker_line, error_line, last_line;
   while (std::getline(in, line)) {
@@ -330,11 +358,12 @@ void supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
   auto last_success = Clock::now();
   for (int attempt = 1;; ++attempt) {
     process::throw_if_interrupted();
-    const std::string log_path = fmt::format("{}/workers-{}.log", launch.work_dir, attempt);
+    const std::string log_prefix = fmt::format("{}/workers-{}", launch.work_dir, attempt);
     const auto started = Clock::now();
     process::SuperviseOptions options;
     options.who = "acspeed-tune";
-    const auto result = process::supervise({start_workers(launch, launch.master_port, "", log_path)}, options);
+    const auto result =
+        process::supervise({start_workers(launch, launch.master_port, "", log_prefix + ".log", log_prefix)}, options);
     if (result.interrupted_by) throw process::Interrupted(result.interrupted_by);
     const int code = result.exit_codes.front();
     if (code == 0) {
@@ -347,7 +376,7 @@ void supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
                      process::describe_exit_code(code)));
     if (Clock::now() - last_success > give_up) {
       ACS_THROW(Error, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})", launch.node_rank,
-                give_up.count(), log_path);
+                give_up.count(), log_prefix + ".log");
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }

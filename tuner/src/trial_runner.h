@@ -32,6 +32,7 @@ struct WorkerLaunch {
   int master_port = 0;  // 0: a free local port for each launch (single node only)
   std::string work_dir;  // socket and worker logs (must exist)
   std::chrono::seconds start_timeout{600};  // from launch to rank 0's hello (model build, rendezvous)
+  int stack_dump_s = 0;  // > 0: a trial running this long dumps every rank's stack into its log
 };
 
 // What the workers' environment gets over the tuner's: the acspeed package in front of PYTHONPATH,
@@ -49,8 +50,10 @@ struct TrialOutcome {
   double wall_s = 0;  // request to result, as the tuner saw it
 };
 
-// The argv that launches one node's workers (shown by --dry-run, used by WorkerGroup).
-std::vector<std::string> torchrun_argv(const WorkerLaunch& launch, int master_port, const std::string& control);
+// The argv that launches one node's workers (shown by --dry-run, used by WorkerGroup); each rank
+// logs to LOG_PREFIX-rankR.log (rank_failure.h).
+std::vector<std::string> torchrun_argv(const WorkerLaunch& launch, int master_port, const std::string& control,
+                                       const std::string& log_prefix);
 
 class WorkerGroup {
  public:
@@ -65,6 +68,9 @@ class WorkerGroup {
   // start (rendezvous timeout, out of memory...).
   const WorkerHello& start();
   // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
+  // A failed trial's error names the rank that failed first, its exit status or signal and the last
+  // lines of its log (rank_failure.h), not the error its peers saw when it went; a timed-out trial's
+  // says where each rank's stack was.
   TrialOutcome run(const TrialRequest& request, std::chrono::seconds timeout);
   // Asks idle workers to end, then kills what is left (workers in a trial cannot hear it: killed).
   void stop();
@@ -76,6 +82,7 @@ class WorkerGroup {
   void kill_workers();
   std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline, bool* eof);
   std::string failure_text() const;
+  void let_the_launcher_end();
   bool child_alive();
 
   WorkerLaunch launch_;
@@ -87,7 +94,8 @@ class WorkerGroup {
   bool child_reaped_ = false;
   bool in_trial_ = false;  // a request was sent and its result not read
   std::string buffer_;
-  std::string log_path_;
+  std::string log_path_;    // the launcher's (torchrun's) output
+  std::string log_prefix_;  // the ranks' own logs: PREFIX-rankR.log
   int launches_ = 0;
   std::optional<WorkerHello> hello_;
 };

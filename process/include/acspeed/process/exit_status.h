@@ -10,7 +10,7 @@ namespace acspeed::process {
 
 // Exit code of a waitpid() status: the exit status, or 128 + the terminating signal.
 int exit_code_of_status(int wait_status);
-// "exit code 3", or "signal 9 (Killed)" for codes above 128.
+// "exit code 3", or "signal 9 (SIGKILL: Killed)" for codes above 128.
 std::string describe_exit_code(int exit_code);
 
 // The exit code of child `pid` if it has ended (reaping it), nullopt while it runs.

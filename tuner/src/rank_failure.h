@@ -1,0 +1,51 @@
+// Which rank made a trial fail, and how: the evidence one node's workers leave behind, read after
+// the launcher (torchrun) has ended, and the one-line reason a trial is stored with.
+//
+// A rank that dies takes the others down with it: they lose it as a peer ("Connection closed by
+// peer ... GLHF"), so the first error rank 0 sees is usually not the cause. The evidence:
+//  - torchrun's failure table in the launch's log: each failed local rank's exit code (negative:
+//    the signal that ended it);
+//  - each rank's own log, PREFIX-rankR.log (acspeed/worker.py --log-prefix);
+//  - PREFIX-rankR.failed.json from a rank that caught an error in a trial: the error and when it was
+//    caught, on the node's monotonic clock.
+// The cause is a rank that ended abnormally without catching an error (an exit status, a signal,
+// the kernel's OOM killer), else the rank that caught its error first: the others failed after it.
+// SIGTERM is how torchrun ends the ranks left after a failure: a rank it ended is not the cause.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace acspeed::tuner {
+
+struct RankEvidence {
+  int rank = 0;
+  std::optional<int> exit_code;  // process/exit_status.h convention: status, or 128 + signal
+  std::optional<std::string> error;  // what the rank caught (its .failed.json)
+  double caught_at_s = 0;            // when, CLOCK_MONOTONIC
+  std::string log_path;              // its own log ("" when it has none)
+  std::vector<std::string> log_tail;  // the last non-empty lines of that log
+};
+
+// torchrun's failure table ("rank : 1 (local_rank: 1)" / "exitcode : -9 (pid: ...)") in its
+// output: global rank -> exit code in the process library's convention (-9 becomes 128 + 9).
+std::map<int, int> torchrun_exit_codes(std::string_view launcher_output);
+
+// Every rank of one launch: PREFIX-rankR.log and .failed.json, and the exit codes in the
+// launcher's log. Missing or unreadable files leave the fields empty.
+std::vector<RankEvidence> gather_rank_evidence(const std::string& log_prefix, const std::string& launcher_log);
+
+// "rank 1 ended with signal 9 (SIGKILL: Killed) without reporting an error; last lines of its log:
+// a | b | c (log: PATH)", or "rank 1 failed: RuntimeError: ...; last lines ...". nullopt when the
+// evidence names no rank (the launcher itself failed, or the ranks left no trace).
+std::optional<std::string> explain_rank_failure(const std::vector<RankEvidence>& ranks);
+
+// For a trial that timed out: where each rank's Python stack was when the worker's faulthandler
+// dumped it (the last dump in its log): "rank 0 in _engine_run_backward (graph.py:829); rank 1 in
+// forward (tiny_models.py:48)"; a rank without a dump is "no stack dump". "" when no rank has a log.
+std::string where_ranks_were(const std::vector<RankEvidence>& ranks);
+
+}  // namespace acspeed::tuner
