@@ -12,6 +12,10 @@ callback has unpacked the result into the bucket.
 
 Compression powersgd (powersgd.py): from the config's start step, a bucket holding gradient
 matrices is reduced as low-rank factors with error feedback, through the same issuer and lanes.
+Its guard: a bucket whose reduced factors or 1-D sums hold NaN/Inf never updates the factors and
+residuals; with the guard on (no GradScaler; flat algorithms) it keeps its raw gradients and is
+reduced again uncompressed like a guarded fp16 bucket; otherwise the non-finite result reaches the
+gradients (a GradScaler backs off; hierarchical's intra-node reduce has consumed the raw ones).
 
 Compression guard (when AMP's GradScaler is not in use, scaler.py says how that is detected, and
 the compressed type's range is narrower than the gradients': fp16 for fp32 gradients, not bf16,
@@ -174,8 +178,9 @@ class HookState:
         index = bucket.index()
         self._check_order(index)
         if index == 0:
-            self._guard = self.compression is not None and not scaler.in_use(self.device.type, decision.precision())
             self._compressing = self.powersgd is not None and self.powersgd.active()
+            self._guard = (self.compression is not None or self._compressing) and \
+                not scaler.in_use(self.device.type, decision.precision())
         flat = bucket.buffer()
         lane = lanes[index % len(lanes)]
         result = torch.futures.Future(devices=[flat.device]) if flat.is_cuda else torch.futures.Future()
@@ -280,15 +285,31 @@ class HookState:
             return self.scratch.get(bucket_index, role, numel, dtype, flat.device)
 
         phases, decompress = powersgd.plan(psgd, index, flat, layout, lane, self.collectives, self.algorithm,
-                                           self.world_size, scratch_get, me, leader)
+                                           self.world_size, scratch_get, me, leader, _nonfinite)
         psgd.compressed_buckets += 1
+        # The guard (no GradScaler): a bucket whose factors are not finite keeps its raw gradients and is
+        # reduced again uncompressed. Not for hierarchical: its intra-node reduce consumed the raw gradients.
+        guarded = _Guarded(job=None, flat=flat, unpack=lambda: None) \
+            if self._guard and self.algorithm.name != "hierarchical" else None
 
-        def finish() -> torch.Tensor:
-            decompress()
+        def finish() -> Optional[torch.Tensor]:
+            bad = decompress(guarded is not None)
+            if guarded is not None:
+                guarded.flag = bad
+                if flat.is_cuda:  # the step's last hook call reads the flags, as for fp16's guard
+                    guarded.ready = torch.cuda.Event()
+                    guarded.ready.record()
+                    return None
+                if bool(bad):
+                    return None
             return self._completed(index, flat)
 
-        return Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
-                   delay_s=self.test_delays.get(lane.index, 0.0))
+        job = Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                  delay_s=self.test_delays.get(lane.index, 0.0))
+        if guarded is not None:
+            guarded.job = job
+            self._guarded.append(guarded)
+        return job
 
     def _completed(self, index: int, flat: torch.Tensor) -> torch.Tensor:
         """The bucket's result is in place: tell the observer before DDP can see it."""

@@ -25,6 +25,15 @@ call, the Q step (orthonormalisation, Q = M^T P, the all-reduce) in the issuer's
 hook call of a later bucket, or the step's last one); only the decompression (P Q^T, the error)
 runs in the callback DDP waits on.
 
+Non-finite gradients: a NaN/Inf in any rank's gradient makes the reduced P, Q or 1-D sums
+non-finite (on every rank alike: they are the results of the same all-reduces). Such a bucket's
+verdict is bad, and its factors and residuals are not updated: the tensors keep the Q and the error
+of their last finite step, so one bad step cannot poison every later one. What reaches the
+gradients is the hook's choice (hooks.py): the decompressed, non-finite result (a GradScaler in use
+sees it, skips the step and backs the scale off), or, with the guard on, the untouched raw gradients,
+which the step's last hook call reduces again uncompressed. The verdict is a 0-d tensor: on CUDA the
+state update selects with it on the device (no host sync); on the CPU it is read directly.
+
 State to keep for exact resumption (state_dict / load_state_dict, per DDP model and per rank): each
 gradient matrix's Q (warm start) and error-feedback residual, by parameter name, and the count of
 synchronised steps (the start step). `compute_s` holds PowerSGD's own compute time (packing, matmuls, orthonormalisation) per
@@ -55,6 +64,17 @@ class _Matrix:
     q_at: int
 
 
+def matrix_sides(shape) -> Optional[Tuple[int, int]]:
+    """(rows, columns) of a gradient PowerSGD factors: two or more dimensions and not empty, seen as
+    the first dimension x the rest; None for the 1-D (and 0-d, and empty) ones it sends whole."""
+    numel = 1
+    for side in shape:
+        numel *= side
+    if len(shape) < 2 or numel == 0:
+        return None
+    return shape[0], numel // shape[0]
+
+
 @dataclasses.dataclass
 class Layout:
     """Where a bucket's gradients lie, from their names and shapes (the same on every rank)."""
@@ -73,8 +93,9 @@ class Layout:
             numel = 1
             for side in shape:
                 numel *= side
-            if len(shape) >= 2 and numel > 0:
-                rows, cols = shape[0], numel // shape[0]
+            sides = matrix_sides(shape)
+            if sides is not None:
+                rows, cols = sides
                 r = min(rank, rows, cols)
                 if r < rank:
                     _log.info(f"powersgd_rank {rank} is larger than the smaller side of a {rows}x{cols} gradient "
@@ -205,12 +226,20 @@ def plain_phases(algorithm, phases: list) -> list:
 Phases = List[Optional[Callable[[object], object]]]
 
 
+Decompress = Callable[[bool], Optional[torch.Tensor]]
+
+
 def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, coll, algorithm, world_size: int,
-         scratch_get: Callable[..., torch.Tensor], my_rank: int, leader: int) -> Tuple[Phases, Callable[[], None]]:
-    """The phases of one compressed bucket and its finish (decompression into `flat`, the errors).
-    `flat` holds this rank's undivided gradients; after finish it holds the averaged approximation.
-    `leader`: hierarchical only, the global rank that takes part in the inter-node step for this
-    rank's node (every rank: itself for the flat algorithms)."""
+         scratch_get: Callable[..., torch.Tensor], my_rank: int, leader: int,
+         nonfinite: Callable[[torch.Tensor], torch.Tensor]) -> Tuple[Phases, Decompress]:
+    """The phases of one compressed bucket and its finish, decompress(keep_raw) (the decompression
+    into `flat` and the state's update, see "Non-finite gradients" above), which returns the
+    bucket's verdict: a 0-d bool tensor, true when the reduced factors or 1-D sums hold NaN/Inf
+    (None on a rank that computed nothing, and on a second call). `flat` holds this rank's undivided
+    gradients; after finish it holds the averaged approximation, or, when the verdict is bad and
+    keep_raw is true, still the raw gradients. `leader`: hierarchical only, the global rank that
+    takes part in the inter-node step for this rank's node (every rank: itself for the flat
+    algorithms). `nonfinite(tensor)`: the 0-d NaN/Inf flag of a tensor (hooks.py's guard's)."""
     hierarchical = algorithm.name == "hierarchical"
     work = work_dtype(flat.dtype)
     leading = my_rank == leader
@@ -254,23 +283,40 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
         psgd.timed(time.perf_counter() - start)
         return coll.all_reduce(q_all, group)
 
-    def decompress() -> None:
-        """flat = the 1-D averages and P Q^T; error = M - P Q^T; the tensor keeps Q. Runs once, on
-        the ranks that computed factors."""
+    def decompress(keep_raw: bool) -> Optional[torch.Tensor]:
+        """flat = the 1-D averages and P Q^T; error = M - P Q^T; the tensor keeps Q; all of it only
+        as the verdict allows. Runs once, on the ranks that computed factors."""
         if done or not leading:
-            return
+            return None
         done.append(True)
         start = time.perf_counter()
-        for offset, numel, at in layout.vectors:
-            flat[offset:offset + numel].copy_(vec[at:at + numel])
         q_all.div_(world_size)
+        bad = nonfinite(p_all) | nonfinite(q_all)
+        if layout.vector_numel:
+            bad |= nonfinite(vec[:layout.vector_numel])
+        on_device = flat.is_cuda  # select on the device; on the CPU read the verdict (no sync there)
+        bad_now = False if on_device else bool(bad)
+        for offset, numel, at in layout.vectors:
+            part = flat[offset:offset + numel]
+            if on_device and keep_raw:
+                part.copy_(torch.where(bad, part, vec[at:at + numel]))
+            elif not (bad_now and keep_raw):
+                part.copy_(vec[at:at + numel])
         for matrix in layout.matrices:
             grad, m, p, q, state = views(matrix)
-            state.q.copy_(q)
             approx = p @ q.t()
-            torch.sub(m, approx, out=state.error)
-            grad.copy_(approx)
+            if on_device:
+                state.q.copy_(torch.where(bad, state.q, q))
+                state.error.copy_(torch.where(bad, state.error, m - approx))
+                grad.copy_(torch.where(bad, grad, approx) if keep_raw else approx)
+                continue
+            if not bad_now:
+                state.q.copy_(q)
+                torch.sub(m, approx, out=state.error)
+            if not (bad_now and keep_raw):
+                grad.copy_(approx)
         psgd.timed(time.perf_counter() - start)
+        return bad
 
     def vector_phase(group):
         return coll.all_reduce(vec, group) if layout.vector_numel else None
@@ -286,8 +332,8 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
         compress()
         return vector_phase(group)
 
-    def broadcast(group):
-        decompress()
+    def broadcast(group):  # no raw gradients to keep: the intra-node reduce consumed them
+        decompress(False)
         return coll.broadcast(flat, leader, group)
 
     def reduce_to_leader(group):

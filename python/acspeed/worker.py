@@ -40,6 +40,7 @@ a peer). With `--stack-dump-s S`, a trial still running after S seconds dumps ev
 stack into its log (faulthandler), so a hung trial says where each rank was.
 """
 import argparse
+import collections
 import ctypes
 import faulthandler
 import importlib
@@ -55,7 +56,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _runtime
+from acspeed import _runtime, powersgd
 
 PROTOCOL_VERSION = 1
 _PR_SET_PDEATHSIG = 1
@@ -368,21 +369,19 @@ class Control:
         return message
 
 
-def _compressed_bytes(params) -> dict:
-    """Gradient bytes one rank sends per step under each compression the tuner can search (for its
-    note when compression was not searched): fp16/bf16 halve 4-byte gradients; PowerSGD rank r sends
-    (rows + columns) x r per matrix (r clamped to the smaller side) and the 1-D gradients whole."""
-    out = {name: sum(p.numel() * min(p.element_size(), 2) for p in params) for name in ("fp16", "bf16")}
-    for rank in (1, 4):
-        total = 0
-        for p in params:
-            if p.dim() >= 2:
-                rows, cols = p.shape[0], p.numel() // p.shape[0]
-                total += (rows + cols) * min(rank, rows, cols) * p.element_size()
-            else:
-                total += p.numel() * p.element_size()
-        out[f"powersgd_rank{rank}"] = total
-    return out
+def _gradient_layout(params) -> dict:
+    """The gradients' shapes, from which the tuner counts the bytes each compression sends
+    (tuner/include/acspeed/tuner/gradient_layout.h): matrices as PowerSGD factors them, the others
+    whole; identical entries counted."""
+    matrices, vectors = collections.Counter(), collections.Counter()
+    for p in params:
+        sides = powersgd.matrix_sides(tuple(p.shape))
+        if sides is not None:
+            matrices[(*sides, p.element_size())] += 1
+        elif p.numel() > 0:
+            vectors[(p.numel(), p.element_size())] += 1
+    return {"matrices": [[*key, count] for key, count in matrices.items()],
+            "vectors": [[*key, count] for key, count in vectors.items()]}
 
 
 def _error_text(error: BaseException) -> str:
@@ -428,7 +427,7 @@ def main(argv=None) -> int:
                       "backend": dist.get_backend(), "device": device.type, "model": args.model,
                       "model_signature": signature, "param_count": sum(p.numel() for p in params),
                       "param_bytes": sum(p.numel() * p.element_size() for p in params),
-                      "compressed_bytes": _compressed_bytes(params),
+                      "gradients": _gradient_layout(params),
                       "torch_version": versions["torch"], "nccl_version": versions["nccl"],
                       "cuda_version": versions["cuda"], "batch_size": args.batch_size,
                       "precision": args.precision, "probe": "" if trainer._probes is None else "acspeed.probes"})

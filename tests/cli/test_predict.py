@@ -14,13 +14,12 @@ FAKE_WORKER = pathlib.Path(__file__).resolve().parents[1] / "tuner" / "fake_work
 
 @pytest.fixture()
 def tuned(tune_binary, isolated_store, monkeypatch):
-    def run(mode):
+    def run(mode, space=("--bucket-mb", "5,25", "--compression", "none,fp16", "--streams", "1,2")):
         monkeypatch.setenv("ACSPEED_PYTHON", str(FAKE_WORKER))
         monkeypatch.setenv("FAKE_WORKER_MODE", mode)
         monkeypatch.setenv("ACSPEED_INSTANCE_TYPE", "testbed-2x1@1gbit")
-        result = subprocess.run([str(tune_binary), "--db", str(isolated_store), "--model", "fake", "--bucket-mb", "5,25",
-                                 "--compression", "none,fp16", "--streams", "1,2", "--nproc-per-node", "2", "--warmup",
-                                 "1", "--steps", "3", "--budget-minutes", "0"],
+        result = subprocess.run([str(tune_binary), "--db", str(isolated_store), "--model", "fake", *space,
+                                 "--nproc-per-node", "2", "--warmup", "1", "--steps", "3", "--budget-minutes", "0"],
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
@@ -56,6 +55,27 @@ def test_predictions_follow_the_calibrated_link_to_other_rates_and_node_counts(t
     assert table.returncode == 0, table.stderr
     assert "step (ms)" in table.stdout and "bound (ms)" in table.stdout and "link (Gbit/s)" in table.stdout
     assert "DDP defaults (baseline)" in table.stdout
+
+
+def test_powersgd_is_bounded_by_its_factors_wire_time_plus_its_own_compute(tune_binary, isolated_store, tuned):
+    # One 11700x1000 fp32 matrix: rank 4 sends (11700 + 1000) x 4 floats = 203200 bytes per step and rank.
+    # The fp16 trial gives the link fit its second point (powersgd's own trials stay out of it).
+    out = tuned("link", ("--bucket-mb", "25", "--streams", "1", "--compression", "fp16,powersgd", "--powersgd-ranks",
+                         "4"))
+    # compute-bound at 1 Gbit: 100 ms + PowerSGD's 15 ms; measured 95 + 15 ms + 3 buckets x 3 x 2 ms + 1.6 ms
+    trial = next(line for line in out.splitlines() if line.startswith("trial") and "powersgd" in line)
+    assert "powersgd compute 15.0 ms" in trial and "bound 115.0 ms (efficiency 89%)" in trial, trial
+    decision = next(line for line in out.splitlines() if "decision" in line and "bound" in line)
+    assert "powersgd" in decision and "bound of 115.0 ms (efficiency 89%)" in decision, decision
+    result = predict(tune_binary, isolated_store, "--latest", "--link", "10mbit", "--json")
+    assert result.returncode == 0, result.stderr
+    row = next(p for p in json.loads(result.stdout)["predictions"] if p["config"]["compression"] == "powersgd")
+    assert row["wire_bytes"] == 203200
+    # 10 Mbit: forward + optimizer 40 ms + 203200 bytes at 1.25 MB/s + 15 ms, which overlaps nothing
+    assert row["bound_s"] == pytest.approx(0.04 + 203200 / 1.25e6 + 0.015, abs=1e-6)
+    assert row["step_s"] == pytest.approx(0.095 + 0.015 + 0.018 + 203200 / 1.25e6, abs=1e-6)
+    table = predict(tune_binary, isolated_store, "--latest")
+    assert table.returncode == 0 and "not predicted" not in table.stdout, table.stdout + table.stderr
 
 
 def test_a_session_without_the_models_trials_is_an_error_naming_what_is_missing(tune_binary, isolated_store, tuned):

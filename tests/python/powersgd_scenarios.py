@@ -212,3 +212,85 @@ def all_one_dimensional(rank: int, world_size: int) -> dict:
     same = all(torch.equal(a.grad, b.grad) for a, b in zip(ddp.parameters(), base.parameters()))
     return {"same_as_ddp": same, "compressed_buckets": acspeed.hooks.state_of(ddp).powersgd.compressed_buckets,
             "log": [line for _, line in captured.take() if "1-D" in line]}
+
+
+def _inject_inf(model: torch.nn.Module):
+    """An Inf in the first weight's gradient (a matrix) on this rank, until removed."""
+    def inject(grad):
+        grad = grad.clone()
+        grad[0, 0] = float("inf")
+        return grad
+    return next(model.parameters()).register_hook(inject)
+
+
+def _state_tensors(ddp) -> dict:
+    return {name: (t["q"].clone(), t["error"].clone()) for name, t in acspeed.state_dict(ddp)["tensors"].items()}
+
+
+def _state_finite(ddp) -> bool:
+    return all(bool(torch.isfinite(q).all() and torch.isfinite(e).all()) for q, e in _state_tensors(ddp).values())
+
+
+def non_finite(rank: int, world_size: int) -> dict:
+    """Rank 1's gradient holds an Inf at step 3 of 6 (start step 1, rank 2). Per case: which tensors'
+    factors and residuals the bad step changed, whether the gradients of that step were finite, the
+    guard's fallbacks, whether the state and parameters stay finite, and (one bucket, no GradScaler:
+    every tensor skips the bad step) whether the parameters equal a run that never saw that batch. The loop
+    skips the optimizer on non-finite gradients (as a user's check would); with a GradScaler, the
+    scaler does (and backs off). Run with LOCAL_WORLD_SIZE=1: two nodes, so hierarchical compresses."""
+    bad_step, data = 3, batches(rank, 6)
+    captured = Captured()
+    out = {}
+    cases = (("guard/allreduce/b25", "allreduce", 25.0, False), ("guard/allreduce/b0.001", "allreduce", 0.001, False),
+             ("guard/reduce_scatter/b25", "reduce_scatter", 25.0, False),
+             ("guard/hierarchical/b25", "hierarchical", 25.0, False),
+             ("scaler/allreduce/b25", "allreduce", 25.0, True))  # last: a GradScaler, once used, stays detected
+    for name, algorithm, bucket, with_scaler in cases:
+        acspeed.configure(grad_scaler=None if with_scaler else False)
+        text = config(algorithm=algorithm, bucket_cap_mb=bucket, powersgd_rank=2, powersgd_start_step=1)
+        runs = {}
+        exact = bucket == 25.0 and not with_scaler  # one bucket, no scale change: the batch left no trace
+        for label, skip_batch in (("injected", False), ("reference", True))[:2 if exact else 1]:
+            model = make_model()
+            ddp = acspeed.apply.wrap(model, text)
+            optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+            grad_scaler = torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=1000) if with_scaler else None
+            result = {"scales": [], "finite_grads": [], "losses_finite": True}
+            for step, (x, y) in enumerate(data):
+                if step == bad_step and skip_batch:
+                    continue
+                before = _state_tensors(ddp)
+                handle = _inject_inf(model) if step == bad_step and rank == 1 else None
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(ddp(x), y)
+                result["losses_finite"] &= bool(torch.isfinite(loss))
+                (grad_scaler.scale(loss) if grad_scaler is not None else loss).backward()
+                if handle is not None:
+                    handle.remove()
+                finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+                result["finite_grads"].append(finite)
+                if grad_scaler is not None:
+                    grad_scaler.step(optimizer)
+                    grad_scaler.update()
+                    result["scales"].append(grad_scaler.get_scale())
+                elif finite:
+                    optimizer.step()
+                if step == bad_step:
+                    after = _state_tensors(ddp)
+                    result["unchanged"] = sorted(n for n in after if n in before and all(
+                        torch.equal(a, b) for a, b in zip(after[n], before[n])))
+                    result["tensors"] = len(after)
+            state = acspeed.hooks.state_of(ddp)
+            result.update(params=flat_params(ddp), state_finite=_state_finite(ddp), fallbacks=state.guard_fallbacks,
+                          compressed_buckets=state.powersgd.compressed_buckets)
+            runs[label] = result
+            del ddp
+        injected = runs["injected"]
+        out[name] = {key: value for key, value in injected.items() if key != "params"}
+        out[name]["params_finite"] = bool(torch.isfinite(injected["params"]).all())
+        if exact:
+            out[name]["same_as_without_the_batch"] = bool(torch.equal(injected["params"], runs["reference"]["params"]))
+            out[name]["reference_fallbacks"] = runs["reference"]["fallbacks"]
+    acspeed.configure()
+    out["_log"] = [line for level, line in captured.take() if level == "WARNING"]
+    return out

@@ -2,13 +2,15 @@
 error feedback and warm-start factors match a NumPy reference of torch's PowerSGD math step after
 step (one bucket, and one bucket per tensor); every bucket size x streams x algorithm runs through the engine's ordered issuing
 (strict: a bucket out of order is an error), the same collectives on every rank; the state kept for
-a checkpoint resumes bit for bit; a model of 1-D gradients takes the plain path and says so once."""
+a checkpoint resumes bit for bit; a model of 1-D gradients takes the plain path and says so once; a
+non-finite gradient never reaches the factors and residuals (guard: re-sent uncompressed; GradScaler:
+it backs off)."""
 import itertools
 
 import pytest
 
 from ddp_harness import run_ranks
-from powersgd_scenarios import all_one_dimensional, combos, reference, resumption
+from powersgd_scenarios import all_one_dimensional, combos, non_finite, reference, resumption
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +77,33 @@ def test_a_model_of_only_1d_gradients_takes_the_plain_path_and_says_so_once():
     assert all(r["same_as_ddp"] and r["compressed_buckets"] == 0 for r in results), results
     assert len(results[0]["log"]) == 1 and "nothing to factor" in results[0]["log"][0], results[0]
     assert results[1]["log"] == [], results[1]
+
+
+def test_an_inf_gradient_leaves_factors_and_residuals_as_they_were_and_training_recovers():
+    results = run_ranks(non_finite, 2, env={"LOCAL_WORLD_SIZE": "1"})
+    for rank_result in results:
+        for name, case in rank_result.items():
+            if name == "_log":
+                continue
+            # Every rank saw the bad step alike (the reduced factors are the same everywhere), and after it
+            # the state and the parameters are finite and training went on finite.
+            assert case["finite_grads"] == [True, True, True, False, True, True], (name, case)
+            assert case["state_finite"] and case["params_finite"] and case["losses_finite"], (name, case)
+            assert case["compressed_buckets"] > 0, (name, case)
+            if name.endswith("b0.001"):  # one bucket per tensor: only the injected tensor's state stood still
+                assert case["unchanged"] == ["0.weight"] and case["tensors"] == 8, (name, case)
+            else:  # one bucket: no tensor's factors or residual moved, as if the batch had never been seen
+                assert len(case["unchanged"]) == case["tensors"] == 8, (name, case)
+            if name.startswith("guard/") and "hierarchical" not in name:
+                # the bad bucket was reduced again uncompressed (DDP's numbers, the Inf included), once
+                assert case["fallbacks"] == 1 and case.get("reference_fallbacks", 0) == 0, (name, case)
+            else:  # hierarchical (raw gradients consumed by the intra-node reduce) and under a scaler: no re-send
+                assert case["fallbacks"] == 0, (name, case)
+            if name.endswith("b25") and not name.startswith("scaler/"):
+                assert case["same_as_without_the_batch"], (name, case)
+        scaled = rank_result["scaler/allreduce/b25"]
+        assert scaled["scales"] == [256.0, 256.0, 256.0, 128.0, 128.0, 128.0], scaled  # it skipped and backed off
+    warnings = results[0]["_log"]
+    # one warning per hook at most (a later hook may reuse a freed one's id, so not always three)
+    assert 1 <= len(warnings) <= 3 and all("powersgd compression gave NaN/Inf" in w for w in warnings), warnings
+    assert results[1]["_log"] == [], results[1]["_log"]

@@ -9,7 +9,10 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   fast_streams   like ok, but a config with more than one stream steps twice as fast
   link           two nodes with a probe, steps timed as the step model's physics (tuner/step_model.h):
                  compute 100 ms (forward + optimizer 40 ms), latency 2 ms per bucket, 125 MB/s, 46.8 MB
-                 of gradients; head 85 ms (fp16: 130 ms); the hook's buckets are reported
+                 of gradients (one 11700x1000 fp32 matrix, as the hello says); head 85 ms (fp16: 130 ms;
+                 powersgd: 95 ms plus its own compute of 15 ms, three collectives per bucket, its
+                 factors on the wire, and 20 ms of that compute inside its communication spans); the
+                 hook's buckets are reported
   compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
                  10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
@@ -53,6 +56,7 @@ send({"type": "hello", "world_size": 2, "nnodes": 2 if link else 1, "local_world
       "param_count": 10, "param_bytes": 40, "torch_version": "2.15.0",
       "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""), "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""),
       "batch_size": 8, "precision": "fp32", "probe": "fake" if link else "",
+      **({"gradients": {"matrices": [[11700, 1000, 4, 1]], "vectors": []}} if link else {}),
       **json.loads(os.environ.get("FAKE_WORKER_HELLO", "{}"))})
 
 
@@ -61,15 +65,19 @@ def link_result(request):
     config, payload = request["config"], 46_800_000
     if request.get("mode") == "compute":
         return {"step_times_s": [0.1] * 3, "forward_s": 0.03, "optimizer_s": 0.01}
-    fp16 = config.get("compression", "none") == "fp16"
+    compression = config.get("compression", "none")
+    fp16, psgd = compression == "fp16", compression == "powersgd"
     first, cap = (config.get("first_bucket_mb") or 1) * 2**20, (config.get("bucket_cap_mb") or 25) * 2**20
     buckets = 1 + -(-max(0, payload - first) // cap)
-    comm = buckets / config.get("streams", 1) * 0.002 + payload * (0.5 if fp16 else 1) / 125e6
-    out = {"step_times_s": [(0.13 if fp16 else 0.085) + comm] * 3}
-    hooked = request.get("mode") == "hooked" or fp16 or config.get("streams", 1) > 1 or \
+    sent = (11700 + 1000) * min(config.get("powersgd_rank", 4), 1000) * 4 if psgd else payload * (0.5 if fp16 else 1)
+    comm = buckets * (3 if psgd else 1) / config.get("streams", 1) * 0.002 + sent / 125e6
+    out = {"step_times_s": [(0.13 if fp16 else 0.095 + 0.015 if psgd else 0.085) + comm] * 3}
+    hooked = request.get("mode") == "hooked" or fp16 or psgd or config.get("streams", 1) > 1 or \
         config.get("algorithm", "allreduce") != "allreduce"
     if hooked:
-        out.update(bucket_count=int(buckets), bucket_bytes=payload, comm_s=comm, probe="fake")
+        out.update(bucket_count=int(buckets), bucket_bytes=payload, comm_s=comm + (0.02 if psgd else 0), probe="fake")
+    if psgd:
+        out["compression_s"] = 0.015
     return out
 
 

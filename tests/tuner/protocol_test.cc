@@ -48,6 +48,14 @@ TEST(Protocol, WorkerMessagesDecode) {
   EXPECT_EQ(hello.model_signature, h.model_signature);
   EXPECT_EQ(hello.probe, "");
   EXPECT_EQ(hello.nccl_version, "");
+  EXPECT_TRUE(hello.gradients.empty());  // a worker that does not say
+
+  h.gradients.matrices = {{40, 24, 4, 1}};
+  h.gradients.vectors = {{40, 4, 1}};
+  const auto shaped = std::get<WorkerHello>(decode_worker_message(encode_hello(h)));
+  ASSERT_EQ(shaped.gradients.matrices.size(), 1u);
+  EXPECT_EQ(shaped.gradients.matrices[0].columns, 24);
+  EXPECT_EQ(shaped.gradients.vectors[0].numel, 40);
 
   h.nccl_version = "2.21.5";  // torch's own NCCL, not the system library's
   h.cuda_version = "12.4";

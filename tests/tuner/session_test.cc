@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -300,6 +301,23 @@ TEST_F(SessionTest, TwoNodesCalibrateTheStepModelAndEveryTrialCarriesItsBound) {
   const auto decisions = store_->decisions();
   ASSERT_EQ(decisions.size(), 1u);
   EXPECT_NE(decisions.front().evidence_json.find("\"efficiency\""), std::string::npos);
+}
+
+TEST_F(SessionTest, WhenCommunicationDominatesTheNoteCountsWhatCompressionWouldSaveFromTheGradientsShapes) {
+  // Mode link: two streams run acspeed's hook, so the probe says communication is 82% of the step; the
+  // hello describes one 11700x1000 fp32 matrix (44.6 MiB).
+  setenv("FAKE_WORKER_MODE", "link", 1);
+  options_.space.streams = {2};
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  const auto note = std::find_if(recorder.notes.begin(), recorder.notes.end(), [](const std::string& n) {
+    return n.find("compression was not searched") != std::string::npos;
+  });
+  ASSERT_NE(note, recorder.notes.end());
+  // fp16 halves it; PowerSGD sends (11700 + 1000) x r floats: 50800 and 203200 bytes at ranks 1 and 4.
+  EXPECT_NE(note->find("fp16 (22.3 MiB instead of 44.6 MiB: saves 22.3 MiB)"), std::string::npos) << *note;
+  EXPECT_NE(note->find("powersgd ranks 1,4 (0.05 / 0.19 MiB: saves 44.6 / 44.4 MiB)"), std::string::npos) << *note;
 }
 
 }  // namespace

@@ -146,5 +146,86 @@ TEST(StepModel, SaysWhatIsMissingInsteadOfPredicting) {
   EXPECT_NE(p.why_not.find("per-bucket bytes"), std::string::npos) << p.why_not;
 }
 
+// PowerSGD rank 4 on a model of one 11700x1000 fp32 matrix (46.8 MB): P and Q are (11700 + 1000) x 4
+// floats, 203200 bytes per step and rank. Its trial: head 95 ms plus its own compute K = 15 ms, three
+// collectives per bucket (the 1-D sums, P, Q); its probe's communication spans also hold 20 ms of its
+// orthonormalisation, which must not reach the link fit.
+constexpr double kPowerSgdCompute = 0.015;
+constexpr double kFactorBytes = (11700 + 1000) * 4 * 4;
+
+CommConfig powersgd(int rank) {
+  CommConfig c;
+  c.compression = Compression::kPowerSgd;
+  c.powersgd_rank = rank;
+  return c;
+}
+
+std::vector<ModelTrial> powersgd_session() {
+  auto trials = session_trials();
+  trials[0].metrics.gradients = GradientLayout{{{11700, 1000, 4, 1}}, {}};
+  TrialMetrics m = hooked(0.095 + kPowerSgdCompute + 9 * kLatency + kFactorBytes / kBandwidth, 3, kFactorBytes);
+  m.comm_s = *m.comm_s + 0.020;
+  m.compression_s = kPowerSgdCompute;
+  trials.push_back({"search", powersgd(4), m});
+  return trials;
+}
+
+TEST(StepModel, PowerSgdTrialsStayOutOfTheLinkFitAndKeepTheirOwnCompute) {
+  const StepModel m = calibrate(powersgd_session(), {2, 2});
+  ASSERT_TRUE(m.pooled && m.gradients);
+  EXPECT_NEAR(m.pooled->bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
+  EXPECT_NEAR(m.pooled->latency_s, kLatency, 1e-9);
+  EXPECT_EQ(m.pooled->samples, 2u);  // the two hooked trials of session_trials()
+  const MeasuredConfig* measured = find_measured(m, powersgd(4));
+  ASSERT_TRUE(measured != nullptr && measured->head_s && measured->compression_s);
+  EXPECT_NEAR(*measured->head_s, 0.095 + kPowerSgdCompute, 1e-9);
+  EXPECT_DOUBLE_EQ(*measured->compression_s, kPowerSgdCompute);
+}
+
+TEST(StepModel, PowerSgdBoundIsItsFactorsWireTimePlusItsOwnCompute) {
+  const StepModel m = calibrate(powersgd_session(), {2, 2});
+  const Prediction here = predict(m, powersgd(4));
+  ASSERT_TRUE(here.ok) << here.why_not;
+  EXPECT_EQ(here.wire_bytes, static_cast<int64_t>(kFactorBytes));
+  EXPECT_NEAR(here.step_s, find_measured(m, powersgd(4))->step_s, 1e-9);
+  EXPECT_DOUBLE_EQ(here.compression_s, kPowerSgdCompute);
+  // 1.6 ms on the wire: compute-bound, and K overlaps nothing.
+  EXPECT_NEAR(here.bound_s, kCompute + kPowerSgdCompute, 1e-12);
+  // On a link 100x slower the factors' wire time shows: forward + optimizer + wire + K.
+  const Prediction slow = predict(m, powersgd(4), {0.01, 0, 0});
+  ASSERT_TRUE(slow.ok);
+  EXPECT_NEAR(slow.wire_s, kFactorBytes / (0.01 * kBandwidth), 1e-9);
+  EXPECT_NEAR(slow.bound_s, kForward + kOptimizer + slow.wire_s + kPowerSgdCompute, 1e-9);
+  EXPECT_NEAR(slow.step_s, 0.095 + kPowerSgdCompute + 9 * kLatency + slow.wire_s, 1e-9);
+  // Two nodes of two ranks: hierarchical's leaders send the factors once per node pair (2(N-1)/N = 1),
+  // the flat ring 2 x 3/4 of them.
+  CommConfig hierarchical = powersgd(4);
+  hierarchical.algorithm = Algorithm::kHierarchical;
+  EXPECT_EQ(predict(m, hierarchical, {1, 2, 2}).wire_bytes, static_cast<int64_t>(kFactorBytes));
+  EXPECT_EQ(predict(m, powersgd(4), {1, 2, 2}).wire_bytes, static_cast<int64_t>(1.5 * kFactorBytes));
+}
+
+TEST(StepModel, AnUntriedPowerSgdRankBorrowsTheHeadButNotTheComputeOfAnotherRank) {
+  const StepModel m = calibrate(powersgd_session(), {2, 2});
+  const Prediction p = predict(m, powersgd(1));
+  ASSERT_TRUE(p.ok) << p.why_not;
+  EXPECT_FALSE(p.head_measured);
+  EXPECT_EQ(p.wire_bytes, (11700 + 1000) * 4);
+  EXPECT_DOUBLE_EQ(p.compression_s, 0.0);  // not measured at rank 1: the bound stays a lower bound
+  EXPECT_DOUBLE_EQ(p.bound_s, kCompute);
+  // rank 4's head (its compute included), 3 buckets x 3 collectives, the rank-1 factors' wire time
+  EXPECT_NEAR(p.step_s, 0.095 + kPowerSgdCompute + 9 * kLatency + (11700 + 1000) * 4 / kBandwidth, 1e-9);
+}
+
+TEST(StepModel, PowerSgdWithoutTheGradientsShapesIsNotPredicted) {
+  auto trials = powersgd_session();
+  trials[0].metrics.gradients.reset();  // a session from before the byte model
+  const StepModel m = calibrate(trials, {2, 2});
+  const Prediction p = predict(m, powersgd(4));
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.why_not.find("gradients' shapes"), std::string::npos) << p.why_not;
+  EXPECT_TRUE(predict(m, fp16_bucket(5)).ok);  // the others still are
+}
+
 }  // namespace
 }  // namespace acspeed::tuner

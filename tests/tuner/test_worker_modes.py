@@ -1,6 +1,6 @@
 """The trial worker's modes for the step model (tuner/step_model.h), with real torchrun ranks (2
 processes, gloo): "compute" runs the bare model without communication and times forward and the
-optimizer apart; "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
+optimizer apart (and the hello describes the gradients' shapes); "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
 buckets' count and bytes, which plain DDP (no hook) does not."""
 import json
 import os
@@ -50,6 +50,7 @@ def worker(tmp_path):
 
         trial.probe = hello["probe"]
         trial.param_bytes = hello["param_bytes"]
+        trial.gradients = hello["gradients"]
         yield trial
         try:
             connection.sendall(b'{"v": 1, "type": "stop"}\n')
@@ -70,6 +71,10 @@ def test_compute_mode_times_the_bare_model_and_its_phases(worker):
     step = sorted(result["step_times_s"])[1]
     assert 0 < result["forward_s"] < step and 0 < result["optimizer_s"] < step
     assert "comm_s" not in result and "bucket_count" not in result  # no DDP, no probe, no communication
+    # The hello described the gradients as PowerSGD factors them (what the step model counts its bytes
+    # from): tiny_models.mlp's three Linear weights (out x in) and three biases, fp32.
+    assert worker.gradients == {"matrices": [[256, 64, 4, 1], [256, 256, 4, 1], [10, 256, 4, 1]],
+                                "vectors": [[256, 4, 2], [10, 4, 1]]}, worker.gradients
 
 
 def test_hooked_mode_reports_the_buckets_that_plain_ddp_does_not(worker):

@@ -61,7 +61,7 @@ void to_json(json& j, const WorkerHello& h) {
        {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
        {"cuda_version", h.cuda_version},   {"batch_size", h.batch_size},
        {"precision", h.precision},         {"probe", h.probe},
-       {"compressed_bytes", h.compressed_bytes}};
+       {"gradients", h.gradients}};
 }
 
 void from_json(const json& j, WorkerHello& h) {
@@ -82,13 +82,7 @@ void from_json(const json& j, WorkerHello& h) {
   h.batch_size = required<int>(j, "batch_size");
   h.precision = required<std::string>(j, "precision");
   read(j, "probe", h.probe);
-  if (j.contains("compressed_bytes") && !j.at("compressed_bytes").is_null()) {
-    const auto& bytes = j.at("compressed_bytes");
-    if (!bytes.is_object()) json_io::wrong_type("compressed_bytes", "an object", bytes);
-    for (const auto& item : bytes.items()) {
-      h.compressed_bytes[item.key()] = json_io::as<int64_t>(item.value(), "compressed_bytes." + item.key());
-    }
-  }
+  read(j, "gradients", h.gradients);
 }
 
 void from_json(const json& j, WorkerFatal& f) {

@@ -6,7 +6,7 @@
 //                     "backend":"gloo","device":"cpu","model":"resnet18","model_signature":"p62-...",
 //                     "param_count":11689512,"param_bytes":46758048,"torch_version":"2.15.0",
 //                     "nccl_version":"","cuda_version":"","batch_size":8,"precision":"fp32",
-//                     "probe":"cpu-timers","compressed_bytes":{"fp16":23379024,"powersgd_rank4":...}}
+//                     "probe":"cpu-timers","gradients":{"matrices":[[64,27,4,1],...],"vectors":[[64,4,2],...]}}
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
 //   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5,
@@ -24,7 +24,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +33,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "acspeed/config.h"
+#include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
@@ -58,9 +58,9 @@ struct WorkerHello {
   int batch_size = 0;
   std::string precision;
   std::string probe;  // empty when no probe is available
-  // Gradient bytes one rank would send per step under each compression ("fp16", "bf16",
-  // "powersgd_rank1", "powersgd_rank4"), for the note when compression was not searched.
-  std::map<std::string, int64_t> compressed_bytes;
+  // The shapes of the gradients (gradient_layout.h; empty when the worker did not say): the bytes a
+  // compressed config sends, for the step model and the note when compression was not searched.
+  GradientLayout gradients;
 };
 
 struct WorkerFatal {

@@ -18,6 +18,7 @@
 #include "acspeed/process/signals.h"
 #include "acspeed/settings.h"
 #include "acspeed/tuner/defaults.h"
+#include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/strategy.h"
 #include "convergence_guard.h"
@@ -319,6 +320,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     record.step_times_s = outcome.reply.step_times_s;
     m.step_times_s = record.step_times_s;
     m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
+    if (mode == TrialMode::kComputeOnly && !hello_.gradients.empty()) m.metrics.gradients = hello_.gradients;
     m.cost = m.metrics.p50_s;
     if (m.metrics.finite != true) {
       m.status = "failed";
@@ -445,21 +447,20 @@ void Session::hint_compression() const {
   if (!comm || m.p50_s <= 0) return;
   const double share = *comm / m.p50_s;
   if (share >= 0.4) {
-    const double full_mib = static_cast<double>(hello_.param_bytes) / (1 << 20);
     std::vector<std::string> options;
-    auto mib = [&](const char* key) {
-      const auto it = hello_.compressed_bytes.find(key);
-      return it == hello_.compressed_bytes.end() ? std::optional<double>() : static_cast<double>(it->second) / (1 << 20);
-    };
-    if (auto fp16 = mib("fp16")) {
-      options.push_back(fmt::format("fp16 ({:.1f} MiB instead of {:.1f} MiB: saves {:.1f} MiB)", *fp16, full_mib,
-                                    full_mib - *fp16));
-    }
-    auto rank1 = mib("powersgd_rank1");
-    auto rank4 = mib("powersgd_rank4");
-    if (rank1 && rank4) {
-      options.push_back(fmt::format("powersgd ranks 1,4 ({:.2f} / {:.2f} MiB: saves {:.1f} / {:.1f} MiB)", *rank1,
-                                    *rank4, full_mib - *rank1, full_mib - *rank4));
+    if (!hello_.gradients.empty()) {
+      auto mib = [&](Compression compression, int rank) {
+        CommConfig c;
+        c.compression = compression;
+        c.powersgd_rank = rank;
+        return static_cast<double>(sent_bytes(hello_.gradients, c)) / (1 << 20);
+      };
+      const double full = mib(Compression::kNone, 1), fp16 = mib(Compression::kFp16, 1);
+      const double rank1 = mib(Compression::kPowerSgd, 1), rank4 = mib(Compression::kPowerSgd, 4);
+      options.push_back(fmt::format("fp16 ({:.1f} MiB instead of {:.1f} MiB: saves {:.1f} MiB)", fp16, full,
+                                    full - fp16));
+      options.push_back(fmt::format("powersgd ranks 1,4 ({:.2f} / {:.2f} MiB: saves {:.1f} / {:.1f} MiB)", rank1,
+                                    rank4, full - rank1, full - rank4));
     }
     observer_.note(fmt::format(
         "note: communication is {:.0f}% of the step ({} of {}) and compression was not searched: "

@@ -19,10 +19,43 @@ double algorithm_factor(Algorithm algorithm, int world_size, int nnodes) {
   return world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0;
 }
 
-std::optional<double> wire_bytes(const CommConfig& c, int64_t payload, int world_size, int nnodes) {
-  const auto fraction = wire_fraction(c.compression);
-  if (!fraction) return std::nullopt;
-  return static_cast<double>(payload) * *fraction * algorithm_factor(c.algorithm, world_size, nnodes);
+// Bytes per node and step on the inter-node link; nullopt for powersgd without the gradients' shapes.
+std::optional<double> wire_bytes(const CommConfig& c, int64_t payload, const std::optional<GradientLayout>& gradients,
+                                 int world_size, int nnodes) {
+  double sent = 0;
+  if (c.compression == Compression::kPowerSgd) {
+    if (!gradients) return std::nullopt;
+    sent = static_cast<double>(sent_bytes(*gradients, c));
+  } else {
+    const auto fraction = wire_fraction(c.compression);
+    if (!fraction) return std::nullopt;
+    sent = static_cast<double>(payload) * *fraction;
+  }
+  return sent * algorithm_factor(c.algorithm, world_size, nnodes);
+}
+
+// Collectives a bucket issues, in units of the algorithm's own (what the link fit's latency is per).
+int collectives_per_bucket(const CommConfig& c) { return c.compression == Compression::kPowerSgd ? 3 : 1; }
+
+double collectives(const CommConfig& c, int buckets) {
+  return static_cast<double>(buckets) * collectives_per_bucket(c) / c.streams;
+}
+
+// K, PowerSGD's own compute per step: the config's measured one, else the median of measured configs
+// with its rank; 0 for other compressions; nullopt when not measured.
+std::optional<double> compression_cost(const StepModel& m, const CommConfig& c) {
+  if (c.compression != Compression::kPowerSgd) return 0.0;
+  const MeasuredConfig* measured = find_measured(m, c);
+  if (measured != nullptr && measured->compression_s) return measured->compression_s;
+  std::vector<double> same_rank;
+  for (const auto& other : m.measured) {
+    if (other.compression_s && other.config.compression == c.compression &&
+        other.config.powersgd_rank == c.powersgd_rank) {
+      same_rank.push_back(*other.compression_s);
+    }
+  }
+  if (same_rank.empty()) return std::nullopt;
+  return median(same_rank);
 }
 
 // DDP's bucketing, approximately: a first bucket of first_bucket_mb, then buckets of bucket_cap_mb.
@@ -52,9 +85,14 @@ std::optional<int> buckets_of(const StepModel& m, const CommConfig& c) {
   return std::nullopt;
 }
 
+struct BorrowedHead {
+  double head_s = 0;
+  bool same_compression = false;  // borrowed from configs with the config's compression
+};
+
 // The head of an untried config: the median head of measured configs with the same compression and
 // algorithm, else the same compression, else all; the serial compute when nothing was measured.
-double borrowed_head(const StepModel& m, const CommConfig& c) {
+BorrowedHead borrowed_head(const StepModel& m, const CommConfig& c) {
   auto heads = [&](auto&& same) {
     std::vector<double> out;
     for (const auto& other : m.measured) {
@@ -62,12 +100,14 @@ double borrowed_head(const StepModel& m, const CommConfig& c) {
     }
     return out;
   };
+  int tier = 0;
   for (auto&& values : {heads([&](const CommConfig& o) { return o.compression == c.compression && o.algorithm == c.algorithm; }),
                         heads([&](const CommConfig& o) { return o.compression == c.compression; }),
                         heads([](const CommConfig&) { return true; })}) {
-    if (!values.empty()) return median(values);
+    if (!values.empty()) return {median(values), tier < 2};
+    ++tier;
   }
-  return m.serial_s.value_or(0.0);
+  return {m.serial_s.value_or(0.0), false};
 }
 
 }  // namespace
@@ -79,6 +119,8 @@ std::optional<double> wire_fraction(Compression compression) {
     case Compression::kFp16:
     case Compression::kBf16:
       return 0.5;
+    case Compression::kPowerSgd:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -104,14 +146,18 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
 
   for (const auto& t : trials) {
     if (t.metrics.bucket_bytes) model.payload_bytes = std::max(model.payload_bytes.value_or(0), *t.metrics.bucket_bytes);
+    if (t.role == kRoleCompute && t.metrics.gradients) model.gradients = t.metrics.gradients;
   }
-  // Link samples: every trial that ran acspeed's hook under the probe.
+  // Link samples: every trial that ran acspeed's hook under the probe, PowerSGD's excepted.
   std::map<Algorithm, std::vector<LinkSample>> samples;
   std::vector<LinkSample> all;
   for (const auto& t : trials) {
     const auto& m = t.metrics;
-    if (t.role == kRoleCompute || !m.comm_s || !m.bucket_count || !m.bucket_bytes || *m.bucket_count <= 0) continue;
-    const auto wire = wire_bytes(t.config, *m.bucket_bytes, setup.world_size, setup.nnodes);
+    if (t.role == kRoleCompute || t.config.compression == Compression::kPowerSgd || !m.comm_s || !m.bucket_count ||
+        !m.bucket_bytes || *m.bucket_count <= 0) {
+      continue;
+    }
+    const auto wire = wire_bytes(t.config, *m.bucket_bytes, std::nullopt, setup.world_size, setup.nnodes);
     if (!wire || *wire <= 0) continue;
     const LinkSample s{static_cast<double>(*m.bucket_count) / t.config.streams, *wire, *m.comm_s};
     samples[t.config.algorithm].push_back(s);
@@ -134,22 +180,24 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     if (t.metrics.bucket_count && *t.metrics.bucket_count > 0) it->buckets = t.metrics.bucket_count;
   }
   for (auto& mc : model.measured) {
-    std::vector<double> steps;
+    std::vector<double> steps, compression;
     for (const auto& t : trials) {
       if (t.role != kRoleCompute && t.role != kRoleCalibration && t.config == mc.config && t.metrics.p50_s > 0) {
         steps.push_back(t.metrics.p50_s);
+        if (t.metrics.compression_s) compression.push_back(*t.metrics.compression_s);
       }
     }
     if (!steps.empty()) mc.step_s = median(steps);
+    if (!compression.empty()) mc.compression_s = median(compression);
   }
   // Calibration-only entries (no timed run of their own) stay for their bucket counts.
   for (auto& mc : model.measured) {
     const LinkFit* fit = fit_for(model, mc.config.algorithm);
     if (mc.step_s <= 0 || fit == nullptr || !model.payload_bytes) continue;
     const auto buckets = buckets_of(model, mc.config);
-    const auto wire = wire_bytes(mc.config, *model.payload_bytes, setup.world_size, setup.nnodes);
+    const auto wire = wire_bytes(mc.config, *model.payload_bytes, model.gradients, setup.world_size, setup.nnodes);
     if (!buckets || !wire) continue;
-    mc.comm_s = fit->time_s(static_cast<double>(*buckets) / mc.config.streams, *wire);
+    mc.comm_s = fit->time_s(collectives(mc.config, *buckets), *wire);
     mc.head_s = std::max(0.0, mc.step_s - *mc.comm_s);
   }
   return model;
@@ -200,9 +248,12 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
     p.why_not = "no link fit: no trial ran acspeed's hook with the probe";
     return p;
   }
-  const auto wire = wire_bytes(c, *m.payload_bytes, world, nnodes);
+  const auto wire = wire_bytes(c, *m.payload_bytes, m.gradients, world, nnodes);
   if (!wire) {
-    p.why_not = fmt::format("no model of the bytes {} compression sends", to_string(c.compression));
+    p.why_not = c.compression == Compression::kPowerSgd
+                    ? "the session's compute-only trial does not carry the gradients' shapes (a session from before "
+                      "PowerSGD's byte model): the bytes powersgd sends are unknown"
+                    : fmt::format("no model of the bytes {} compression sends", to_string(c.compression));
     return p;
   }
   if (scenario.bandwidth_scale <= 0 || !std::isfinite(scenario.bandwidth_scale)) {
@@ -213,14 +264,22 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
   const double bandwidth = fit->bytes_per_s * scenario.bandwidth_scale;
   const MeasuredConfig* measured = find_measured(m, c);
   const bool head_measured = measured != nullptr && measured->head_s.has_value();
-  const double head = head_measured ? *measured->head_s : borrowed_head(m, c);
+  const double compression = compression_cost(m, c).value_or(0.0);
+  double head = 0;
+  if (head_measured) {
+    head = *measured->head_s;  // holds the config's own PowerSGD compute
+  } else {
+    const BorrowedHead borrowed = borrowed_head(m, c);
+    head = borrowed.head_s + (borrowed.same_compression ? 0.0 : compression);
+  }
   const double compute = *m.compute_s;
   const double serial = m.serial_s.value_or(0.0);
   p.ok = true;
   p.wire_bytes = static_cast<int64_t>(*wire);
   p.wire_s = *wire / bandwidth;
-  p.comm_s = static_cast<double>(buckets) / c.streams * fit->latency_s + p.wire_s;
-  p.bound_s = std::max(compute, serial + p.wire_s);
+  p.comm_s = collectives(c, buckets) * fit->latency_s + p.wire_s;
+  p.compression_s = compression;
+  p.bound_s = std::max(compute, serial + p.wire_s) + compression;
   p.step_s = std::max({compute, head + p.comm_s, p.bound_s});
   p.head_measured = head_measured;
   p.reliable = fit->relative_error <= kReliableLinkError;

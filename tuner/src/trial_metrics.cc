@@ -56,6 +56,7 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kBucketBytes, m.bucket_bytes);
   put(metric::kForwardS, m.forward_s);
   put(metric::kOptimizerS, m.optimizer_s);
+  put(metric::kGradients, m.gradients);
   put(metric::kLossFirst, m.loss_first);
   put(metric::kLoss, m.loss);
   if (!m.losses.empty()) j[metric::kLosses] = m.losses;
@@ -94,6 +95,7 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kBucketBytes, m.bucket_bytes);
   read(j, metric::kForwardS, m.forward_s);
   read(j, metric::kOptimizerS, m.optimizer_s);
+  read(j, metric::kGradients, m.gradients);
   read(j, metric::kLossFirst, m.loss_first);
   read(j, metric::kLoss, m.loss);
   read(j, metric::kLosses, m.losses);

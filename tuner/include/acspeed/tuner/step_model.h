@@ -9,22 +9,38 @@
 //                 times forward + optimizer: S_serial, the compute no gradient communication can
 //                 overlap (DDP starts communicating during backward; the optimizer needs every bucket).
 //   link        per algorithm (and pooled over all), fit_link() on every trial that ran acspeed's
-//                 hook: collectives = buckets / streams, wire bytes = the buckets' payload x the
-//                 compression's wire fraction x the algorithm's factor, time = the probe's per-step
-//                 communication time. DDP's defaults run no hook, so the session measures them once
-//                 more through acspeed's plain allreduce hook (role "calibration"): the same buckets
-//                 and bytes as DDP's built-in allreduce, now with per-bucket times.
+//                 hook, except powersgd's (their communication spans also hold PowerSGD's own compute,
+//                 the orthonormalisation and Q = M^T P between the two all-reduces): collectives =
+//                 buckets / streams, wire bytes = the buckets' payload x the compression's wire
+//                 fraction x the algorithm's factor, time = the probe's per-step communication time.
+//                 DDP's defaults run no hook, so the session measures them once more through acspeed's
+//                 plain allreduce hook (role "calibration"): the same buckets and bytes as DDP's
+//                 built-in allreduce, now with per-bucket times.
+//   gradients   the gradients' shapes (gradient_layout.h), which the compute-only trial carries from
+//                 the workers' hello: what PowerSGD's wire bytes are counted from.
 //   overlap     per measured config, its head h = measured step - modelled communication time: the
 //                 part of the step that communication did not overlap (forward, the backward before the
 //                 first bucket, the optimizer, and whatever the config's own CPU work costs).
-// Prediction:  T = buckets / streams x latency + wire bytes / bandwidth;  step = max(C, h + T).
-//   An untried config takes the median head of measured configs with its compression (else of all).
-// Bound:       max(C, S_serial + wire bytes / bandwidth): no step is faster than its compute, nor than
-//   its wire time plus the compute that cannot overlap it (forward and the optimizer). Per-collective
-//   latency and the hook's own work are not in the bound. Efficiency = bound / measured step.
-// Wire bytes on the bottleneck (inter-node) link per node and step, P = gradient payload: ring
-//   allreduce and reduce-scatter + all-gather 2(W-1)/W x P over W ranks, hierarchical 2(N-1)/N x P over
-//   N nodes; fp16/bf16 halve P. Other node counts keep each rank's compute and the per-node link.
+// Prediction:  T = buckets / streams x collectives per bucket x latency + wire bytes / bandwidth;
+//   step = max(C, h + T, bound). Collectives per bucket: 1; powersgd 3 (the 1-D sums, P, Q).
+//   An untried config takes the median head of measured configs with its compression (else of all,
+//   plus its PowerSGD compute K when the head comes from another compression).
+// Bound:       max(C, S_serial + wire bytes / bandwidth) + K: no step is faster than its compute, nor
+//   than its wire time plus the compute that cannot overlap it (forward and the optimizer); K,
+//   PowerSGD's own compute per step (the trials' compression_s: compressing, the factors'
+//   matrix products, orthonormalisation, decompressing), overlaps neither, since the factors wait on
+//   it and it runs on the compute's own device (0 for other compressions). An untried powersgd config
+//   takes the median K of measured configs with its rank, else none: its bound stays a lower bound
+//   and its forecast is optimistic, so the model strategy measures it rather than prunes it.
+//   Per-collective latency and the hook's other work are not in the bound. Efficiency = bound /
+//   measured step.
+// Wire bytes on the bottleneck (inter-node) link per node and step, S = what one rank hands its
+//   collectives per step (gradient_layout.h sent_bytes): ring allreduce and reduce-scatter +
+//   all-gather 2(W-1)/W x S over W ranks, hierarchical 2(N-1)/N x S over N nodes (with powersgd the
+//   leaders' inter-node step). S is the probe's gradient payload P for no compression, P/2 for
+//   fp16/bf16, and for powersgd the factors P (rows x r) and Q (columns x r) of each matrix at its
+//   clamped rank plus the 1-D gradients whole. Other node counts keep each rank's compute and the
+//   per-node link.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +51,7 @@
 
 #include "acspeed/config.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/link_fit.h"
 #include "acspeed/tuner/trial_metrics.h"
 
@@ -66,6 +83,7 @@ struct MeasuredConfig {
   std::optional<int> buckets;        // per step, from the probe
   std::optional<double> comm_s;      // modelled communication time on the calibration link
   std::optional<double> head_s;      // step_s - comm_s, at least 0
+  std::optional<double> compression_s;  // powersgd: median of its trials' PowerSGD compute per step
 };
 
 struct StepModel {
@@ -73,6 +91,7 @@ struct StepModel {
   std::optional<double> compute_s;    // C
   std::optional<double> serial_s;     // forward + optimizer of the compute-only step
   std::optional<int64_t> payload_bytes;  // gradient bytes per step, before compression
+  std::optional<GradientLayout> gradients;  // the gradients' shapes (PowerSGD's bytes)
   std::map<Algorithm, LinkFit> fits;  // per algorithm
   std::optional<LinkFit> pooled;      // over every algorithm
   std::vector<MeasuredConfig> measured;
@@ -99,6 +118,7 @@ struct Prediction {
   double bound_s = 0;
   double comm_s = 0;    // modelled communication time per step
   double wire_s = 0;    // wire bytes / bandwidth
+  double compression_s = 0;  // K in the bound: PowerSGD's own compute per step (0: none or not measured)
   int64_t wire_bytes = 0;
   bool head_measured = false;  // the config was measured (else its head is borrowed)
   bool reliable = false;       // the link fit explains its samples within kReliableLinkError
@@ -109,7 +129,8 @@ Prediction predict(const StepModel& model, const CommConfig& config, const Scena
 // The measured config equal to `config`, or nullptr.
 const MeasuredConfig* find_measured(const StepModel& model, const CommConfig& config);
 
-// The wire fraction of a compression (fp16/bf16: 0.5); nullopt when no model of its bytes exists.
+// The wire fraction of a compression (fp16/bf16: 0.5); nullopt for powersgd, whose bytes follow
+// the matrices' shapes (gradient_layout.h), not the payload.
 std::optional<double> wire_fraction(Compression compression);
 
 }  // namespace acspeed::tuner

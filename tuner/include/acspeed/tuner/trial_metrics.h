@@ -18,6 +18,8 @@
 //   "bucket_count"     int     probe, acspeed's hook: gradient buckets communicated per step
 //   "bucket_bytes"     int     probe, acspeed's hook: their payload per step before compression (bytes)
 //   "forward_s" "optimizer_s"  float   compute-only trials: median forward / optimizer time (s)
+//   "gradients"        object  compute-only trials: the gradients' shapes from the workers' hello
+//                              (gradient_layout.h), what the step model counts PowerSGD's bytes from
 //   "loss_first"       float   loss of the first warm-up step (same weights and batch every trial)
 //   "loss"             float   loss of the last timed step (mean over ranks)
 //   "losses"           [float] the loss of every step, warm-up included (mean over ranks): the trajectory
@@ -41,6 +43,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "acspeed/tuner/gradient_layout.h"
 
 namespace acspeed::tuner {
 
@@ -67,6 +71,7 @@ inline constexpr const char* kBucketCount = "bucket_count";
 inline constexpr const char* kBucketBytes = "bucket_bytes";
 inline constexpr const char* kForwardS = "forward_s";
 inline constexpr const char* kOptimizerS = "optimizer_s";
+inline constexpr const char* kGradients = "gradients";
 inline constexpr const char* kLossFirst = "loss_first";
 inline constexpr const char* kLoss = "loss";
 inline constexpr const char* kLosses = "losses";
@@ -94,6 +99,7 @@ struct TrialMetrics {
   std::optional<int> bucket_count;
   std::optional<int64_t> bucket_bytes;
   std::optional<double> forward_s, optimizer_s;
+  std::optional<GradientLayout> gradients;
   std::optional<double> loss_first, loss;
   std::vector<double> losses;
   std::optional<double> compression_s;
