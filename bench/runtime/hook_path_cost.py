@@ -1,5 +1,5 @@
 """What the comm hook path itself costs in CPU per training step of resnet18 (100 classes): its
-gradients cut into 5 MiB buckets as DDP hands them over, on one CPU thread (as one pinned testbed
+gradients cut into buckets (5 MiB, or --bucket-mb) as DDP hands them over, on one CPU thread (as one pinned testbed
 node has). Each pair is measured side by side (alternated); CPU time, so the machine's other load
 does not enter it. Two parts:
 
@@ -33,8 +33,6 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E
 
 import stats  # noqa: E402
 from ddp_scenarios import FakeBucket  # noqa: E402
-
-BUCKET_BYTES = 5 * 1024 * 1024
 
 
 def _alternate(pairs: int, old, new, clock) -> dict:
@@ -104,16 +102,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--json", help="write the per-pair times here (never overwritten)")
+    parser.add_argument("--bucket-mb", type=float, default=5.0, help="bucket size (MiB) the gradients are cut into")
     args = parser.parse_args()
     if args.json and pathlib.Path(args.json).exists():
         sys.exit(f"{args.json} exists; not overwriting it")
     torch.set_num_threads(1)
     numel = sum(p.numel() for p in torchvision.models.resnet18(num_classes=100).parameters())
-    per_bucket = BUCKET_BYTES // 4
+    per_bucket = int(args.bucket_mb * 1024 * 1024) // 4
     flats = [torch.randn(min(per_bucket, numel - start)) for start in range(0, numel, per_bucket)]
     record = {"version": 1, "command": sys.argv, "torch": torch.__version__, "gradients": numel,
-              "buckets": len(flats), "load_average": list(os.getloadavg()), "results": {}}
-    print(f"resnet18: {numel} gradients per step in {len(flats)} buckets of 5 MiB, one thread")
+              "buckets": len(flats), "bucket_mb": args.bucket_mb, "load_average": list(os.getloadavg()), "results": {}}
+    print(f"resnet18: {numel} gradients per step in {len(flats)} buckets of {args.bucket_mb:g} MiB, one thread")
     pieces(record, flats, args.pairs)
     os.environ["GLOO_SOCKET_IFNAME"] = os.environ.get("GLOO_SOCKET_IFNAME", "lo")
     with tempfile.TemporaryDirectory() as folder:
