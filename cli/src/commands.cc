@@ -50,7 +50,11 @@ bool parse_args(const std::string& usage, const po::options_description& options
 }
 
 std::string torch_version_of_python() {
-  process::RunOptions options{{python_interpreter(), "-c", "import importlib.metadata as m; print(m.version('torch'))"}};
+  // No torch in that environment is an answer ("unknown"), not a traceback on the user's terminal.
+  process::RunOptions options{{python_interpreter(), "-c",
+                               "import importlib.metadata as m\n"
+                               "try:\n    print(m.version('torch'))\n"
+                               "except m.PackageNotFoundError:\n    raise SystemExit(1)"}};
   options.capture_stderr = false;
   options.timeout = std::chrono::seconds(20);
   process::RunResult result;

@@ -135,3 +135,26 @@ def test_run_sh_skips_everything_without_a_gpu(repo_root, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no GPU here" in result.stdout and "1 check(s) skipped" in result.stdout
     assert not (tmp_path / "logs").exists()
+
+
+def test_run_sh_stops_starting_checks_when_the_runs_time_is_spent(repo_root, tmp_path):
+    # 15 s in all, 10 kept for the packing: the first check gets what is left of 5 s and runs out;
+    # after it no second is left, so the next check is reported as not run, and the run fails.
+    gpu = make_gpu_dir(tmp_path, repo_root, {"a_slow": "sleep 30", "b_never": "echo started; exit 0"})
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, ACSPEED_GPU_RUN_TIMEOUT="15")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("a_slow") and "FAIL (timed out after " in line for line in lines), result.stdout
+    assert any(line.startswith("b_never") and "FAIL (not run: the 15s of the run were spent)" in line
+               for line in lines), result.stdout
+    assert "started" not in result.stdout
+
+
+@pytest.mark.parametrize("setting, value", [("ACSPEED_GPU_CHECK_TIMEOUT", "abc"), ("ACSPEED_GPU_RUN_TIMEOUT", "0"),
+                                            ("ACSPEED_GPU_CHECK_TIMEOUT", "-5")])
+def test_run_sh_refuses_a_time_limit_that_is_not_a_positive_number(repo_root, tmp_path, setting, value):
+    gpu = make_gpu_dir(tmp_path, repo_root, {"a": "exit 0"})
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, **{setting: value})
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"tests/gpu: {setting}='{value}' is not a positive number of seconds"
+    assert not (tmp_path / "logs").exists()

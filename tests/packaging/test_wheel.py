@@ -1,7 +1,8 @@
 """The wheel scripts/setup.sh built (ACSPEED_BUILD_DIR/dist, the same build as `pip wheel .`): what
 it holds, what its binaries need at run time, and the package installed from it into fresh virtual
 environments: the original quick-start verbatim, the console entry points, `--version`, a non-root
-install, an unsupported torch, and `pip uninstall` leaving the user's store alone."""
+install, an unsupported torch, and `pip uninstall` leaving the user's store alone. And `pip install .`
+from a copy of the checkout's tracked files, built and installed by a non-root user."""
 import hashlib
 import importlib.metadata
 import json
@@ -67,15 +68,62 @@ def _venv(where: pathlib.Path, system_site: bool, python: str = sys.executable) 
     return where
 
 
-def _pip(venv: pathlib.Path, *args, env=None, user=None):
+def _pip(venv: pathlib.Path, *args, env=None, as_nobody=False, cwd=None, timeout=300):
     command = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
-    done = subprocess.run(_as(user) + command, capture_output=True, text=True, timeout=300, env=env or _clean_env())
+    done = subprocess.run((_as_nobody() if as_nobody else []) + command, capture_output=True, text=True,
+                          timeout=timeout, env=env or _clean_env(), cwd=cwd)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done
 
 
-def _as(user):
-    return [] if user is None else ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+NOBODY = 65534
+# Run as root in a mount namespace of its own: hides folder $1 behind an empty tmpfs that holds only
+# folder $2 (below $1), at its own path, then runs the rest of the command line.
+_REVEAL_ONLY = ('set -e; keep=$(mktemp -d); mount --bind "$2" "$keep"; mount -t tmpfs -o mode=0755 tmpfs "$1"; '
+                'mkdir -p "$2"; mount --move "$keep" "$2"; rmdir "$keep"; shift 2; exec "$@"')
+
+
+def _as_nobody() -> list:
+    """The prefix that runs a command as `nobody` with this interpreter. An interpreter below a
+    folder others cannot enter (pyenv's in root's home, mode 0700) is out of nobody's reach: the
+    command then runs where that folder shows nothing but the interpreter's prefix (with its
+    site-packages: torch, pybind11, scikit-build-core), so nothing else of root's is readable."""
+    become = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    prefix = pathlib.Path(sys.base_prefix)
+    closed = next((folder for folder in reversed(prefix.parents) if not folder.stat().st_mode & 0o001), None)
+    if closed is None:
+        return become
+    return ["unshare", "--mount", "--propagation", "private", "bash", "-c", _REVEAL_ONLY, "reveal-only", str(closed),
+            str(prefix), *become]
+
+
+def _nobodys_home() -> pathlib.Path:
+    """A folder nobody owns (pytest's tmp_path is root's alone); the caller removes it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to become nobody)")
+    home = pathlib.Path(tempfile.mkdtemp(prefix="acspeed-nobody-"))
+    home.chmod(0o755)
+    shutil.chown(home, NOBODY, NOBODY)
+    return home
+
+
+def _store_one_decision(acspeed_tune: pathlib.Path, folder: pathlib.Path, env: dict,
+                        command_prefix=()) -> pathlib.Path:
+    """Imports one decision with the installed acspeed-tune into the store under env's XDG_DATA_HOME;
+    returns the store's path."""
+    doc = folder / "decisions.json"
+    doc.write_text(json.dumps({"format": "acspeed-decisions", "version": 1, "decisions": [{
+        "instance_type": "cpu-2xTest", "model_signature": "p2-00000000deadbeef", "model_name": "resnet18",
+        "precision": "amp", "world_size": 2, "nnodes": 1, "active": True,
+        "config": {"version": 1, "bucket_cap_mb": 5, "streams": 2}, "torch_version": "2.15.0",
+        "batch_size": 32, "speedup": 1.4, "ci_low": 1.2, "ci_high": 1.6}]}))
+    doc.chmod(0o644)
+    done = subprocess.run([*command_prefix, str(acspeed_tune), "configs", "import", str(doc)], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    store = pathlib.Path(env["XDG_DATA_HOME"]) / "acspeed" / "acspeed.db"
+    assert store.is_file()
+    return store
 
 
 def test_wheel_holds_the_core_the_programs_the_plugin_and_the_examples(unpacked):
@@ -192,18 +240,8 @@ def test_import_points_nccl_at_the_bundled_plugin(quick_start_venv, tmp_path):
 def test_pip_uninstall_removes_package_and_entry_points_and_keeps_the_store(wheel, tmp_path):
     venv = _venv(tmp_path / "venv", system_site=True)
     _pip(venv, *SYSTEM_SITE_INSTALL, str(wheel))
-    data = tmp_path / "data"
-    env = _clean_env(XDG_DATA_HOME=str(data))
-    doc = tmp_path / "decisions.json"
-    doc.write_text(json.dumps({"format": "acspeed-decisions", "version": 1, "decisions": [{
-        "instance_type": "cpu-2xTest", "model_signature": "p2-00000000deadbeef", "model_name": "resnet18",
-        "precision": "amp", "world_size": 2, "nnodes": 1, "active": True,
-        "config": {"version": 1, "bucket_cap_mb": 5, "streams": 2}, "torch_version": "2.15.0",
-        "batch_size": 32, "speedup": 1.4, "ci_low": 1.2, "ci_high": 1.6}]}))
-    subprocess.run([str(venv / "bin" / "acspeed-tune"), "configs", "import", str(doc)], capture_output=True,
-                   text=True, timeout=60, env=env, check=True)
-    store = data / "acspeed" / "acspeed.db"
-    assert store.is_file()
+    env = _clean_env(XDG_DATA_HOME=str(tmp_path / "data"))
+    store = _store_one_decision(venv / "bin" / "acspeed-tune", tmp_path, env)
     before = hashlib.sha256(store.read_bytes()).hexdigest()
     package = next(venv.glob("lib/python*/site-packages/acspeed"))
     _pip(venv, "uninstall", "-y", "acspeed")
@@ -247,35 +285,78 @@ def test_a_wheel_for_another_python_is_refused_by_pip_naming_its_tag(wheel, tmp_
 
 
 def test_non_root_user_installs_into_a_venv(wheel):
-    """As `nobody` with the system python3 (this interpreter may live in root's home): the wheel
-    installs, its entry points run, and they find the venv's interpreter."""
-    system_python = shutil.which("python3", path="/usr/bin")
-    if os.geteuid() != 0 or system_python is None:
-        pytest.skip("needs root (to become nobody) and /usr/bin/python3")
-    if subprocess.run([system_python, "-c", f"import sys; sys.exit(sys.version_info[:2] != {sys.version_info[:2]})"]
-                      ).returncode != 0:
-        pytest.skip(f"/usr/bin/python3 is not Python {sys.version_info.major}.{sys.version_info.minor}")
-    home = pathlib.Path(tempfile.mkdtemp(prefix="acspeed-nobody-"))  # pytest's tmp_path is root's alone
+    """As `nobody`: the wheel installs into a venv, its entry points run and find the venv's interpreter."""
+    home = _nobodys_home()
     try:
-        _install_as_nobody(wheel, home, system_python)
+        shutil.copy(wheel, home / wheel.name)
+        env = _clean_env(HOME=str(home))
+        subprocess.run(_as_nobody() + [sys.executable, "-m", "venv", str(home / "venv")], check=True, env=env,
+                       timeout=180)
+        venv = home / "venv"
+        _pip(venv, "install", "--no-index", "--no-deps", str(home / wheel.name), env=env, as_nobody=True)
+        out = subprocess.run(_as_nobody() + [str(venv / "bin" / "acspeed-tune"), "--version"], capture_output=True,
+                             text=True, timeout=60, env=env, check=True).stdout
+        assert f", {venv}/bin/python{sys.version_info.major}.{sys.version_info.minor})" in out, out
+        fingerprint = subprocess.run(_as_nobody() + [str(venv / "bin" / "acspeed-tune"), "fingerprint", "--json"],
+                                     capture_output=True, text=True, timeout=60, env=env)
+        assert fingerprint.returncode == 0 and '"instance_type"' in fingerprint.stdout, fingerprint.stderr
     finally:
         shutil.rmtree(home)
 
 
-def _install_as_nobody(wheel, home, system_python):
-    home.chmod(0o755)
-    shutil.copy(wheel, home / wheel.name)
-    shutil.chown(home, "nobody", "nogroup")
-    env = _clean_env(HOME=str(home))
-    subprocess.run(_as(65534) + [system_python, "-m", "venv", str(home / "venv")], check=True, env=env, timeout=180)
-    venv = home / "venv"
-    _pip(venv, "install", "--no-index", "--no-deps", str(home / wheel.name), env=env, user=65534)
-    out = subprocess.run(_as(65534) + [str(venv / "bin" / "acspeed-tune"), "--version"], capture_output=True,
+def _copy_tracked_files(destination: pathlib.Path) -> None:
+    """What a clone of this checkout would hold, with the working tree's edits: git's tracked files."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO / name
+        if source.exists() or source.is_symlink():  # not if deleted in the working tree
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name, follow_symlinks=False)
+
+
+@pytest.mark.slow
+def test_non_root_user_pip_installs_the_source_into_a_venv():
+    """The README's `pip install .` as `nobody`, from a copy of the checkout's files, into a venv
+    reusing this interpreter's torch through --system-site-packages: CMake compiles the whole package
+    in pip's build, with no root and no index (--no-build-isolation: scikit-build-core and pybind11
+    come from the system site). Then, as nobody, the entry points and `import acspeed` run from the
+    venv, and `pip uninstall` removes the package and its entry points and keeps the user's store."""
+    home = _nobodys_home()
+    try:
+        _source_install_as_nobody(home)
+    finally:
+        shutil.rmtree(home)
+
+
+def _source_install_as_nobody(home: pathlib.Path) -> None:
+    source, venv = home / "acspeed", home / "venv"
+    _copy_tracked_files(source)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(source)], check=True)
+    env = _clean_env(HOME=str(home), XDG_DATA_HOME=str(home / "data"))
+    subprocess.run(_as_nobody() + [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
+                   env=env, timeout=180)
+    installed = _pip(venv, *SYSTEM_SITE_INSTALL, "--no-build-isolation", ".", env=env, as_nobody=True, cwd=source,
+                     timeout=3600)  # a full compile: minutes on 2 quiet cores, over 30 under a load of 20
+    assert "Successfully installed acspeed-" in installed.stdout, installed.stdout
+    python = venv / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    version = (REPO / "CMakeLists.txt").read_text().split("project(acspeed VERSION ", 1)[1].split()[0]
+    out = subprocess.run(_as_nobody() + [str(venv / "bin" / "acspeed-tune"), "--version"], capture_output=True,
                          text=True, timeout=60, env=env, check=True).stdout
-    assert f", {venv}/bin/python{sys.version_info.major}.{sys.version_info.minor})" in out, out
-    fingerprint = subprocess.run(_as(65534) + [str(venv / "bin" / "acspeed-tune"), "fingerprint", "--json"],
-                                 capture_output=True, text=True, timeout=60, env=env)
-    assert fingerprint.returncode == 0 and '"instance_type"' in fingerprint.stdout, fingerprint.stderr
+    assert out == f"acspeed-tune {version} (torch {importlib.metadata.version('torch')}, {python})\n", out
+    code = "import os, acspeed, acspeed._core; print(acspeed.__path__[0]); print(os.environ['NCCL_TUNER_PLUGIN'])"
+    imported = subprocess.run(_as_nobody() + [str(venv / "bin" / "python"), "-c", code], capture_output=True,
+                              text=True, timeout=120, env=env, cwd=home)
+    assert imported.returncode == 0, imported.stderr
+    package, plugin = imported.stdout.split()
+    assert package == f"{venv}/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/acspeed"
+    assert plugin == f"{package}/libnccl-tuner-acspeed.so" and pathlib.Path(plugin).is_file()
+    store = _store_one_decision(venv / "bin" / "acspeed-tune", home, env, _as_nobody())
+    assert store.stat().st_uid == NOBODY
+    before = hashlib.sha256(store.read_bytes()).hexdigest()
+    _pip(venv, "uninstall", "-y", "acspeed", env=env, as_nobody=True)
+    assert not pathlib.Path(package).exists()
+    assert not (venv / "bin" / "acspeed-tune").exists() and not (venv / "bin" / "acspeed-testbed").exists()
+    assert hashlib.sha256(store.read_bytes()).hexdigest() == before
 
 
 def test_gpu_run_installs_the_carried_wheel_and_packs_the_logs(wheel, tmp_path):
@@ -316,12 +397,19 @@ def test_gpu_run_installs_the_carried_wheel_and_packs_the_logs(wheel, tmp_path):
                                "/site-packages/acspeed", text
 
 
-def test_programs_run_without_torch(wheel, tmp_path):
+def test_programs_run_without_torch_and_import_names_the_missing_torch(wheel, tmp_path):
     """The entry points never import acspeed (which patches DDP and needs torch): in a venv with no
-    torch, acspeed-tune still answers, and says it found no torch."""
+    torch, acspeed-tune still answers, and says it found no torch; `import acspeed` there is an
+    ImportError naming the torch it needs, not a crash inside the extension."""
     venv = _venv(tmp_path / "venv", system_site=False)
     _pip(venv, "install", "--no-index", "--no-deps", str(wheel))
     out = subprocess.run([str(venv / "bin" / "acspeed-tune"), "--version"], capture_output=True, text=True,
                          timeout=60, env=_clean_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("acspeed-tune ") and "(torch unknown, " in out.stdout, out.stdout
+    assert out.stderr == "", out.stderr  # no traceback from the torch look-up
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import acspeed"], capture_output=True, text=True,
+                              timeout=60, env=_clean_env(), cwd=tmp_path)
+    assert imported.returncode == 1
+    assert re.search(r"^ImportError: acspeed [0-9.]+ needs torch (<3,>=2\.1|>=2\.1,<3); torch is not installed$",
+                     imported.stderr, re.MULTILINE), imported.stderr
