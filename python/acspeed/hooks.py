@@ -78,6 +78,17 @@ class _Guarded:
     flag: Optional[torch.Tensor] = None   # set by the job's finish: NaN/Inf in the reduced copy
     ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's stream
 
+    def hold(self, flag: torch.Tensor) -> bool:
+        """Called by the job's finish with the reduced copy's NaN/Inf flag. True: the step's last hook
+        call completes the bucket (CUDA: always, it reads every flag at once after `ready`, so there is
+        no host sync here; CPU: when the flag is set, a plain read of host memory)."""
+        self.flag = flag
+        if self.flat.is_cuda:
+            self.ready = torch.cuda.Event()
+            self.ready.record()
+            return True
+        return bool(flag)
+
 
 class HookState:
     """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
@@ -241,23 +252,13 @@ class HookState:
         guarded = _Guarded(job=None, flat=flat, unpack=unpack) if guard else None
 
         def finish() -> Optional[torch.Tensor]:
-            if guarded is not None:
-                guarded.flag = _nonfinite(packed)
-                if flat.is_cuda:  # no host sync here: the step's last hook call reads every flag at once
-                    guarded.ready = torch.cuda.Event()
-                    guarded.ready.record()
-                    return None
-                if bool(guarded.flag):  # CPU: a plain read of host memory
-                    return None
+            if guarded is not None and guarded.hold(_nonfinite(packed)):
+                return None
             unpack()
             return self._completed(index, flat)
 
-        job = Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
-                  delay_s=self.test_delays.get(lane.index, 0.0))
-        if guarded is not None:
-            guarded.job = job
-            self._guarded.append(guarded)
-        return job
+        return self._guarded_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                                     delay_s=self.test_delays.get(lane.index, 0.0)), guarded)
 
     def _powersgd_job(self, index: int, bucket, flat: torch.Tensor, lane: Lane, result) -> Optional[Job]:
         """The bucket's compressed reduction, or None when it takes the plain path: no gradient of
@@ -294,18 +295,15 @@ class HookState:
 
         def finish() -> Optional[torch.Tensor]:
             bad = decompress(guarded is not None)
-            if guarded is not None:
-                guarded.flag = bad
-                if flat.is_cuda:  # the step's last hook call reads the flags, as for fp16's guard
-                    guarded.ready = torch.cuda.Event()
-                    guarded.ready.record()
-                    return None
-                if bool(bad):
-                    return None
+            if guarded is not None and guarded.hold(bad):
+                return None
             return self._completed(index, flat)
 
-        job = Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
-                  delay_s=self.test_delays.get(lane.index, 0.0))
+        return self._guarded_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                                     delay_s=self.test_delays.get(lane.index, 0.0)), guarded)
+
+    def _guarded_job(self, job: Job, guarded: Optional[_Guarded]) -> Job:
+        """The job, with its guard entry (if any) tracked for the step's last hook call."""
         if guarded is not None:
             guarded.job = job
             self._guarded.append(guarded)
