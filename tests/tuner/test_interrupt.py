@@ -10,24 +10,10 @@ import time
 
 import pytest
 
+from live_processes import processes_mentioning
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_worker.py")
-
-
-def fake_workers() -> list:
-    """Processes running the fake worker for a tuner (their --control socket is in its work folder)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        if FAKE in cmdline and "acspeed-tune-" in cmdline:
-            found.append(int(entry))
-    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -43,7 +29,7 @@ def test_interrupted_session_is_stored_resumable_and_leaves_no_worker(tune_binar
             line = proc.stdout.readline()
             assert line, f"acspeed-tune ended early: {proc.stderr.read()}"
             assert time.monotonic() - started < 60
-        workers = fake_workers()
+        workers = processes_mentioning(FAKE, "acspeed-tune-")
         assert workers, "the fake worker is not running"
         time.sleep(0.5)
         proc.send_signal(sig)

@@ -26,6 +26,8 @@ import time
 
 import pytest
 
+from live_processes import processes_mentioning
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_worker.py")
 # 6 search trials (streams 2 are twice as fast, so they win) and 3 decision pairs: 12 trials.
@@ -33,21 +35,6 @@ ARGS = ["--model", "fake", "--bucket-mb", "1,5,25", "--streams", "1,2", "--algor
         "--strategy", "grid", "--warmup", "1", "--steps", "3", "--repeats", "3", "--seed", "3"]
 TRIALS = 12
 WRITE_SYSCALLS = {1, 18, 20, 74, 75}  # write, pwrite64, writev, fsync, fdatasync (x86-64)
-
-
-def fake_workers() -> list:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        if FAKE in cmdline and "acspeed-tune-" in cmdline:
-            found.append(int(entry))
-    return found
 
 
 def trial_rows(db_path) -> list:
@@ -141,9 +128,9 @@ def test_kill_9_at_a_seeded_point_keeps_the_store_sound_and_resume_reruns_nothin
     print(f"seed {seed}: killed {how} after {len(committed)} stored trial(s)")
 
     deadline = time.monotonic() + 10  # the workers die with the tuner (parent-death signal)
-    while fake_workers() and time.monotonic() < deadline:
+    while processes_mentioning(FAKE, "acspeed-tune-") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert fake_workers() == []
+    assert processes_mentioning(FAKE, "acspeed-tune-") == []
     for folder in set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before:
         shutil.rmtree(folder)  # the killed tuner's work folder: logs only, nothing runs there
     if not os.path.exists(db_path):
@@ -186,5 +173,5 @@ def test_kill_9_at_a_seeded_point_keeps_the_store_sound_and_resume_reruns_nothin
                       if any(r["role"] == "baseline" and pair_of(r) == p for r in old)}
     assert not [r for r in new if r["role"] in ("candidate", "baseline") and pair_of(r) in finished_pairs], \
         f"a decision pair stored whole before the kill ({sorted(finished_pairs)}) is run again"
-    assert fake_workers() == []
+    assert processes_mentioning(FAKE, "acspeed-tune-") == []
     assert set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before == set()

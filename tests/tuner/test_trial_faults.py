@@ -21,23 +21,10 @@ import sys
 
 import pytest
 
+from live_processes import processes_mentioning
+
 HERE = pathlib.Path(__file__).resolve().parent
 FAULTS = ["exit", "signal", "raise", "oom", "hang", "hang_collective"]
-
-
-def processes_mentioning(text: str) -> list:
-    """Live processes whose command line contains `text` (a read-only look at /proc)."""
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.slow

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from live_processes import processes_mentioning
+
 HERE = pathlib.Path(__file__).resolve().parent
 # Few, short trials: each session below runs in well under a minute on two cores.
 FAST = ["--warmup", "1", "--steps", "4", "--repeats", "3", "--nproc-per-node", "2", "--seed", "7"]
@@ -40,21 +42,6 @@ def rows(db, sql, *params):
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
         return [dict(r) for r in conn.execute(sql, params)]
-
-
-def worker_pids(marker: str):
-    """Live processes whose command line contains `marker` (read-only look at /proc)."""
-    pids = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "acspeed.worker" in cmdline and marker in cmdline:
-            pids.append(int(entry.name))
-    return pids
 
 
 def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
@@ -189,9 +176,9 @@ def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_sto
         tuner.wait()
     # The workers die with the tuner (parent-death signal on torchrun and on every rank).
     deadline = time.monotonic() + 20
-    while worker_pids("--batch-size 6") and time.monotonic() < deadline:
+    while processes_mentioning("acspeed.worker", "--batch-size 6") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert worker_pids("--batch-size 6") == []
+    assert processes_mentioning("acspeed.worker", "--batch-size 6") == []
     for folder in set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before:
         shutil.rmtree(folder)  # the killed tuner's work folder (worker logs): it cannot remove it itself
     before = rows(isolated_store, "SELECT * FROM trials ORDER BY ordinal")
