@@ -51,6 +51,15 @@ class SessionTest : public ::testing::Test {
     options_.seed = 11;
     setenv("ACSPEED_INSTANCE_TYPE", "session-test-box", 1);
   }
+  // A session of the fake model on this instance type, as an interrupted tune leaves it (to --resume).
+  int64_t stored_session() {
+    SessionRecord record;
+    record.instance_type = "session-test-box";
+    record.model_name = "fake";
+    record.model_signature = "p1-0000000000000001";
+    record.world_size = 2;
+    return store_->create_session(record);
+  }
   void TearDown() override {
     unsetenv("FAKE_WORKER_MODE");
     unsetenv("ACSPEED_INSTANCE_TYPE");
@@ -152,12 +161,7 @@ TEST_F(SessionTest, UnbuildableModelIsAUsageFailureAndStoresNoSession) {
 
 TEST_F(SessionTest, ResumeReusesStoredTrialsButMeasuresAgainOneThatDoesNotSayItWasFinite) {
   setenv("FAKE_WORKER_MODE", "fast_streams", 1);
-  SessionRecord record;
-  record.instance_type = "session-test-box";
-  record.model_name = "fake";
-  record.model_signature = "p1-0000000000000001";
-  record.world_size = 2;
-  const int64_t id = store_->create_session(record);
+  const int64_t id = stored_session();
   CommConfig two_streams;
   two_streams.streams = 2;
   TrialRecord unknown;  // DDP defaults, stored without "finite" (an older or foreign writer)
@@ -190,12 +194,7 @@ TEST_F(SessionTest, ResumeReusesStoredTrialsButMeasuresAgainOneThatDoesNotSayItW
 TEST_F(SessionTest, ResumeReusesFinishedDecisionPairsAndRunsOnlyTheRest) {
   setenv("FAKE_WORKER_MODE", "fast_streams", 1);
   options_.repeats = 3;
-  SessionRecord record;
-  record.instance_type = "session-test-box";
-  record.model_name = "fake";
-  record.model_signature = "p1-0000000000000001";
-  record.world_size = 2;
-  const int64_t id = store_->create_session(record);
+  const int64_t id = stored_session();
   CommConfig two_streams;
   two_streams.streams = 2;
   int64_t ordinal = 0;
