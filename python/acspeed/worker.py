@@ -15,13 +15,14 @@ over ranks), the loss of every step (mean over ranks; same weights and batch eve
 trajectories of two configs are comparable), whether every loss stayed finite, and the probe
 breakdown (acspeed.probes) when the probes are built.
 
-A config that changes numerics (compression) also gets a gradient-fidelity window after the timed
-steps (FIDELITY_STEPS untimed check steps): on each, the local gradients are taken first without
-synchronisation (no_sync), their exact average is all-reduced on the control group, and the synced
-step's compressed average is compared with it; the window's sums (error feedback makes the
-compressed sum track the exact one) give the cosine similarity and the relative error of the norm
-that the tuner's convergence guard judges (tuner/src/convergence_guard.h). PowerSGD's own compute
-time per step (acspeed.powersgd) is reported as compression_s.
+A trial request may ask for a gradient-fidelity window (`fidelity_steps` > 0; the tuner asks once per
+numerics of a compressed config, see tuner/src/convergence_guard.h): after the timed steps, with the
+weights held still, the exact average of the local gradients is all-reduced once on the control
+group (the gradients taken under no_sync), then `fidelity_steps` synchronised steps (no optimizer
+step) give the compressed path's average of the same gradients; the window's sums (error feedback
+makes the compressed sum track the exact one) give the cosine similarity and the relative error of
+the norm that the tuner's convergence guard judges. PowerSGD's own compute time per step
+(acspeed.powersgd) is reported as compression_s.
 
 Models: `--model NAME` is a torchvision classification model fed random images; `--model
 pkg.module:function` names a function returning (model, make_batch), where make_batch(batch_size)
@@ -60,7 +61,6 @@ from acspeed import _runtime, powersgd
 
 PROTOCOL_VERSION = 1
 _PR_SET_PDEATHSIG = 1
-FIDELITY_STEPS = 6
 
 
 def _die_with_parent() -> None:
@@ -209,34 +209,30 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _fidelity(self, optimizer, scaler, control_group) -> dict:
-        """FIDELITY_STEPS check steps: the compressed average against the exact average of the same
-        local gradients, summed over the window."""
+    def _fidelity(self, scaler, control_group, steps: int) -> dict:
+        """The gradient-fidelity window: `steps` synchronised steps on held weights (so every step's
+        local gradients are the same) against the exact average of those gradients."""
         world = dist.get_world_size()
-        exact_sum = compressed_sum = None
+        self.ddp.zero_grad(set_to_none=True)
+        with self.ddp.no_sync(), self._autocast():
+            scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
+        exact = torch.cat([p.grad.detach().flatten().double() for p in self.params() if p.grad is not None]).cpu()
+        dist.all_reduce(exact, group=control_group)
+        exact /= world
+        compressed_sum = None
         cosines = []
-        for _ in range(FIDELITY_STEPS):
-            optimizer.zero_grad(set_to_none=True)
-            with self.ddp.no_sync(), self._autocast():
-                scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
-            exact = torch.cat([p.grad.detach().flatten().double() for p in self.params()
-                               if p.grad is not None]).cpu()
-            dist.all_reduce(exact, group=control_group)
-            exact /= world
-            optimizer.zero_grad(set_to_none=True)
+        for _ in range(steps):
+            self.ddp.zero_grad(set_to_none=True)
             with self._autocast():
                 scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
             compressed = torch.cat([p.grad.detach().flatten().double() for p in self.params()
                                     if p.grad is not None]).cpu()  # still scaled, as `exact`
-            scaler.step(optimizer)
-            scaler.update()
             cosines.append(float(torch.nn.functional.cosine_similarity(compressed, exact, dim=0)))
-            exact_sum = exact if exact_sum is None else exact_sum + exact
             compressed_sum = compressed if compressed_sum is None else compressed_sum + compressed
-        exact_norm = float(exact_sum.norm())
-        return {"fidelity_cosine": float(torch.nn.functional.cosine_similarity(compressed_sum, exact_sum, dim=0)),
-                "fidelity_norm_error": abs(float(compressed_sum.norm()) - exact_norm) / max(exact_norm, 1e-300),
-                "fidelity_step_cosine_min": min(cosines), "fidelity_steps": FIDELITY_STEPS}
+        exact_sum_norm = float(exact.norm()) * steps
+        return {"fidelity_cosine": float(torch.nn.functional.cosine_similarity(compressed_sum, exact, dim=0)),
+                "fidelity_norm_error": abs(float(compressed_sum.norm()) - exact_sum_norm) / max(exact_sum_norm, 1e-300),
+                "fidelity_step_cosine_min": min(cosines), "fidelity_steps": steps}
 
     def run(self, request: dict, control_group) -> dict:
         config = request["config"]
@@ -303,8 +299,9 @@ class Trainer:
             if summary["buckets"]:  # acspeed's hook reported its buckets: what the step model needs
                 result.update(bucket_count=len(summary["buckets"]),
                               bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
-        if config.get("compression", "none") != "none" and result["finite"]:
-            result.update(self._fidelity(optimizer, scaler, control_group))
+        fidelity_steps = int(request.get("fidelity_steps", 0))
+        if fidelity_steps > 0 and config.get("compression", "none") != "none" and result["finite"]:
+            result.update(self._fidelity(scaler, control_group, fidelity_steps))
         if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
             result.pop("loss_first")
             result.pop("loss")

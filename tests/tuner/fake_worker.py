@@ -81,6 +81,15 @@ def link_result(request):
     return out
 
 
+def fidelity_window(request, faithful):
+    """The gradient-fidelity figures when the request asks for the window, as a real worker."""
+    steps = request.get("fidelity_steps", 0)
+    if steps <= 0 or request["config"].get("compression", "none") == "none":
+        return {}
+    return {"fidelity_cosine": 0.999 if faithful else 0.3, "fidelity_norm_error": 0.01 if faithful else 0.6,
+            "fidelity_step_cosine_min": 0.99 if faithful else 0.1, "fidelity_steps": steps}
+
+
 for line in reader:
     request = json.loads(line)
     if request["type"] == "stop":
@@ -97,8 +106,7 @@ for line in reader:
     if link:
         reply = dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True,
                      losses=[2.0, 1.5, 1.5])
-        if request["config"].get("compression", "none") != "none":  # a faithful compressor's fidelity window
-            reply.update(fidelity_cosine=0.999, fidelity_norm_error=0.01, fidelity_steps=6)
+        reply.update(fidelity_window(request, True))
         send(reply)
         continue
     steps = [0.1, 0.2, 0.3]
@@ -107,19 +115,16 @@ for line in reader:
     result = {"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
               "finite": True}
     compression = request["config"].get("compression", "none")
-    # as a real worker: every step's loss, and a compressed config's fidelity window (a faithful one here)
+    # as a real worker: every step's loss, and the fidelity window when asked (a faithful compressor here)
     result["losses"] = [2.0, 1.5, 1.5]
-    if compression != "none":
-        result.update(fidelity_cosine=0.999, fidelity_norm_error=0.01, fidelity_step_cosine_min=0.99, fidelity_steps=6)
+    result.update(fidelity_window(request, True))
     if mode == "compressors":
         result["losses"] = {"none": [7.08, 1.0, 0.0406], "fp16": [7.08, 1.0, 0.0450],
                             "powersgd": [7.08, 2.0, 0.39]}[compression]
         result["loss"] = result["losses"][-1]
         if compression != "none":
             result["step_times_s"] = [t / (2 if compression == "fp16" else 3) for t in steps]
-            good = compression == "fp16"
-            result.update(fidelity_cosine=0.999 if good else 0.3, fidelity_norm_error=0.01 if good else 0.6,
-                          fidelity_step_cosine_min=0.99 if good else 0.1, fidelity_steps=6)
+            result.update(fidelity_window(request, compression == "fp16"))
         if compression == "powersgd":
             result["compression_s"] = 0.004
     send(result)

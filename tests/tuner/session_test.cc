@@ -7,12 +7,18 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/store.h"
 #include "acspeed/tuner/trial_metrics.h"
+#include "convergence_guard.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -104,6 +110,7 @@ TEST_F(SessionTest, FasterCandidateIsConfirmedInPairsAndStoredWithItsEvidence) {
 
 TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAndKeepsFp16) {
   setenv("FAKE_WORKER_MODE", "compressors", 1);
+  options_.space.bucket_mb = {5, 25};  // two trials per compression: the second reuses the first's window
   options_.space.streams = {1};
   options_.space.compression = {Compression::kNone, Compression::kFp16, Compression::kPowerSgd};
   options_.space.powersgd_ranks = {4};
@@ -113,14 +120,20 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
   ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
   // powersgd was the fastest (3x) but is out: its trial is stored as failed, with the reason and the evidence
   bool rejected = false;
+  std::map<Compression, std::vector<std::pair<int64_t, std::optional<int64_t>>>> windows;  // ordinal, fidelity_trial
   for (const auto& t : store_->trials(result.session_id)) {
     const auto config = config_from_json(t.config_json);
     const auto metrics = metrics_from_json(t.metrics_json);
+    if (config.compression != Compression::kNone) {
+      EXPECT_EQ(metrics.fidelity_steps, kFidelitySteps) << t.metrics_json;
+      windows[config.compression].emplace_back(t.ordinal, metrics.fidelity_trial);
+    }
     if (config.compression == Compression::kPowerSgd) {
       rejected = true;
       EXPECT_EQ(t.status, "failed");
-      EXPECT_NE(t.error.find("convergence guard: gradient fidelity over 6 check steps: cosine 0.3000"),
+      EXPECT_NE(t.error.find(fmt::format("convergence guard: gradient fidelity over {} check steps", kFidelitySteps)),
                 std::string::npos) << t.error;
+      EXPECT_NE(t.error.find("cosine 0.3000"), std::string::npos) << t.error;
       EXPECT_NE(t.error.find("loss over the last steps 0.39 vs 0.0406"), std::string::npos) << t.error;
       EXPECT_EQ(metrics.guard["passed"], false);
       EXPECT_DOUBLE_EQ(metrics.compression_s.value_or(0), 0.004);
@@ -131,6 +144,15 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
     }
   }
   EXPECT_TRUE(rejected);
+  // The window is measured once per numerics: by the first trial of each compression; every later one
+  // (the other bucket size, fp16's decision pairs) carries its figures and names it.
+  for (const auto& [compression, trials] : windows) {
+    ASSERT_GE(trials.size(), 2u) << to_string(compression);
+    EXPECT_FALSE(trials.front().second) << to_string(compression);
+    for (size_t i = 1; i < trials.size(); ++i) {
+      EXPECT_EQ(trials[i].second, trials.front().first) << to_string(compression) << " trial " << trials[i].first;
+    }
+  }
   const auto decisions = store_->decisions();
   ASSERT_EQ(decisions.size(), 1u);
   EXPECT_EQ(decisions.front().config.compression, Compression::kFp16) << decisions.front().note;

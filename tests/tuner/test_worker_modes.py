@@ -1,7 +1,8 @@
 """The trial worker's modes for the step model (tuner/step_model.h), with real torchrun ranks (2
 processes, gloo): "compute" runs the bare model without communication and times forward and the
 optimizer apart (and the hello describes the gradients' shapes); "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
-buckets' count and bytes, which plain DDP (no hook) does not."""
+buckets' count and bytes, which plain DDP (no hook) does not. And the convergence guard's
+gradient-fidelity window (tuner/src/convergence_guard.h), measured only when a request asks."""
 import json
 import os
 import pathlib
@@ -40,11 +41,13 @@ def worker(tmp_path):
         hello = json.loads(reader.readline())
         assert hello["type"] == "hello", hello
 
-        def trial(ident, mode=None, **config):
+        def trial(ident, mode=None, fidelity_steps=None, **config):
             request = {"v": 1, "type": "trial", "id": ident, "warmup": 1, "steps": 3,
-                       "config": dict({"version": 1}, **config)}
+                       "config": dict({"version": 2}, **config)}
             if mode:
                 request["mode"] = mode
+            if fidelity_steps is not None:
+                request["fidelity_steps"] = fidelity_steps
             connection.sendall((json.dumps(request) + "\n").encode())
             return json.loads(reader.readline())
 
@@ -91,3 +94,20 @@ def test_hooked_mode_reports_the_buckets_that_plain_ddp_does_not(worker):
 def test_an_unknown_mode_fails_the_trial_naming_it(worker):
     result = worker(1, mode="teleport")
     assert result["status"] == "failed" and "'teleport'" in result["error"], result
+
+
+def test_the_fidelity_window_is_measured_when_asked_and_error_feedback_closes_it(worker):
+    psgd = {"compression": "powersgd", "powersgd_rank": 1, "powersgd_start_step": 0}
+    unasked = worker(1, **psgd)
+    short, long = worker(2, fidelity_steps=2, **psgd), worker(3, fidelity_steps=32, **psgd)
+    fp16 = worker(4, fidelity_steps=4, compression="fp16")
+    for result in (unasked, short, long, fp16):
+        assert result["status"] == "ok", result
+    assert not any(key.startswith("fidelity") for key in unasked), unasked
+    assert short["fidelity_steps"] == 2 and long["fidelity_steps"] == 32 and fp16["fidelity_steps"] == 4
+    # Rank 1 loses most of each step's gradient (the per-step cosine is low); error feedback carries what
+    # it left out into the next steps, so over a longer window the sum closes on the exact one.
+    assert long["fidelity_step_cosine_min"] < 0.9, long
+    assert long["fidelity_cosine"] > max(0.9, short["fidelity_cosine"]), (short, long)
+    assert long["fidelity_norm_error"] < 0.2, long
+    assert fp16["fidelity_cosine"] > 0.9999 and fp16["fidelity_norm_error"] < 1e-3, fp16

@@ -50,14 +50,18 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
     fidelity["norm_error"] = norm_error;
     if (candidate.fidelity_step_cosine_min) fidelity["step_cosine_min"] = *candidate.fidelity_step_cosine_min;
     if (candidate.fidelity_steps) fidelity["steps"] = *candidate.fidelity_steps;
+    if (candidate.fidelity_trial) fidelity["from_trial"] = *candidate.fidelity_trial;
     const bool ok = std::isfinite(cosine) && std::isfinite(norm_error) && cosine >= t.min_cosine &&
                     norm_error <= t.max_norm_error;
     fidelity["passed"] = ok;
     if (!ok) {
-      failures.push_back(fmt::format("gradient fidelity over {} check steps: cosine {:.4f} (needs >= {:g}), norm error "
-                                     "{:.4f} (needs <= {:g})",
-                                     candidate.fidelity_steps.value_or(0), cosine, t.min_cosine, norm_error,
-                                     t.max_norm_error));
+      failures.push_back(fmt::format("gradient fidelity over {} check steps{}: cosine {:.4f} (needs >= {:g}), norm "
+                                     "error {:.4f} (needs <= {:g})",
+                                     candidate.fidelity_steps.value_or(0),
+                                     candidate.fidelity_trial
+                                         ? fmt::format(" (measured in trial {})", *candidate.fidelity_trial)
+                                         : std::string(),
+                                     cosine, t.min_cosine, norm_error, t.max_norm_error));
     }
   } else {
     fidelity["passed"] = false;

@@ -93,6 +93,7 @@ void from_json(const json& j, WorkerFatal& f) {
 void to_json(json& j, const TrialRequest& r) {
   j = {{"id", r.id}, {"config", r.config}, {"warmup", r.warmup}, {"steps", r.steps}};
   if (r.mode != TrialMode::kDdp) j["mode"] = to_string(r.mode);
+  if (r.fidelity_steps > 0) j["fidelity_steps"] = r.fidelity_steps;
 }
 
 std::string_view to_string(TrialMode mode) {
@@ -112,6 +113,9 @@ void from_json(const json& j, TrialRequest& r) {
   r.config = json_io::required<CommConfig>(j, "config");
   r.warmup = json_io::required<int>(j, "warmup");
   r.steps = json_io::required<int>(j, "steps");
+  json_io::read(j, "fidelity_steps", r.fidelity_steps);
+  if (r.fidelity_steps < 0) ACS_THROW(InvalidArgument, "fidelity_steps {} is negative (0: none, > 0: check steps)",
+                                      r.fidelity_steps);
   std::string mode = "ddp";
   json_io::read(j, "mode", mode);
   for (TrialMode m : {TrialMode::kDdp, TrialMode::kComputeOnly, TrialMode::kHooked}) {

@@ -10,7 +10,9 @@
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
 //   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5,
-//                     "mode":"compute"}   (mode: absent = "ddp"; see TrialMode)
+//                     "mode":"compute","fidelity_steps":32}   (mode: absent = "ddp"; see TrialMode;
+//                     fidelity_steps: absent = 0, the gradient-fidelity window of a compressed config,
+//                     convergence_guard.h)
 //   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
 //                     "loss_first":6.9,"loss":6.8,"losses":[6.9,...,6.8],"warmup_steps":2,"finite":true,
 //                     "rebuild_s":0.4,"compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
@@ -83,6 +85,7 @@ struct TrialRequest {
   int warmup = 0;
   int steps = 0;
   TrialMode mode = TrialMode::kDdp;
+  int fidelity_steps = 0;  // > 0: measure the gradient-fidelity window (compressed configs only)
 };
 
 struct TrialReply {

@@ -66,6 +66,7 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
 
 // A measured configuration; its cost for the search is its median step time, failures cost infinity.
 struct Measured {
+  int64_t ordinal = -1;  // the trial's ordinal in its session
   CommConfig config;
   std::string status;  // ok|failed|timeout
   std::string error;
@@ -111,6 +112,7 @@ class Session {
   void gate_compression(Measured& m) const;
   void decide();
   bool reuse_pair(int index, const CommConfig& candidate, Measured runs[2]) const;
+  const Measured* fidelity_measured(const CommConfig& config) const;
 
   const TuneOptions& o_;
   Store& store_;
@@ -142,6 +144,33 @@ class Session {
 };
 
 bool changes_numerics(const CommConfig& config) { return config.compression != Compression::kNone; }
+
+// What a compressed config's gradient-fidelity window depends on (convergence_guard.h): its
+// numerics, not its buckets or lanes.
+std::string numerics_key(const CommConfig& config) {
+  std::string key(to_string(config.compression));
+  if (config.compression == Compression::kPowerSgd) {
+    key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
+  }
+  if (config.algorithm == Algorithm::kHierarchical) key += " hierarchical";
+  return key;
+}
+
+// A trial of this session (a search trial, or a stored decision-pair run) whose fidelity window
+// covers `config`'s numerics, or nullptr: the window is measured once per numerics.
+const Measured* Session::fidelity_measured(const CommConfig& config) const {
+  const std::string key = numerics_key(config);
+  auto covers = [&key](const Measured& m) {
+    return m.metrics.fidelity_cosine && m.metrics.fidelity_norm_error && numerics_key(m.config) == key;
+  };
+  for (const auto& m : measured_) {
+    if (covers(m)) return &m;
+  }
+  for (const auto& p : stored_pair_trials_) {
+    if (covers(p.run)) return &p.run;
+  }
+  return nullptr;
+}
 
 void Session::remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics) {
   model_trials_.push_back({role, config, metrics});
@@ -222,6 +251,7 @@ void Session::open_session() {
       const bool pair_trial = t.role == "candidate" || t.role == "baseline";
       if (t.role != "search" && !pair_trial) continue;
       Measured m;
+      m.ordinal = t.ordinal;
       try {
         m.config = config_from_json(t.config_json);
         m.metrics = metrics_from_json(t.metrics_json);
@@ -307,12 +337,22 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   observer_.trial_started(trials_run_, planned_, label);
 
   TrialRequest request{record.ordinal, config, o_.warmup, o_.steps, mode};
+  std::optional<TrialMetrics> window;  // the fidelity figures of an earlier trial with the same numerics
+  if (mode == TrialMode::kDdp && changes_numerics(config)) {
+    if (const Measured* earlier = fidelity_measured(config)) {
+      window = earlier->metrics;
+      window->fidelity_trial = earlier->metrics.fidelity_trial.value_or(earlier->ordinal);
+    } else {
+      request.fidelity_steps = kFidelitySteps;
+    }
+  }
   const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
   record.finished_at = utc_now();
   trial_walls_.push_back(outcome.wall_s);
   ++trials_run_;
 
   Measured m;
+  m.ordinal = record.ordinal;
   m.config = config;
   m.status = std::string(to_string(outcome.status));
   m.error = outcome.error;
@@ -322,6 +362,13 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
     if (mode == TrialMode::kComputeOnly && !hello_.gradients.empty()) m.metrics.gradients = hello_.gradients;
     m.cost = m.metrics.p50_s;
+    if (window) {
+      m.metrics.fidelity_cosine = window->fidelity_cosine;
+      m.metrics.fidelity_norm_error = window->fidelity_norm_error;
+      m.metrics.fidelity_step_cosine_min = window->fidelity_step_cosine_min;
+      m.metrics.fidelity_steps = window->fidelity_steps;
+      m.metrics.fidelity_trial = window->fidelity_trial;
+    }
     if (m.metrics.finite != true) {
       m.status = "failed";
       m.error = "a loss became NaN/Inf during the trial";

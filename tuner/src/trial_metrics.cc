@@ -65,6 +65,7 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kFidelityNormError, m.fidelity_norm_error);
   put(metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
   put(metric::kFidelitySteps, m.fidelity_steps);
+  put(metric::kFidelityTrial, m.fidelity_trial);
   if (!m.guard.is_null()) j[metric::kGuard] = m.guard;
   put(metric::kFinite, m.finite);
   put(metric::kRebuildS, m.rebuild_s);
@@ -104,6 +105,7 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kFidelityNormError, m.fidelity_norm_error);
   read(j, metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
   read(j, metric::kFidelitySteps, m.fidelity_steps);
+  read(j, metric::kFidelityTrial, m.fidelity_trial);
   if (j.contains(metric::kGuard)) {
     if (!j.at(metric::kGuard).is_object() && !j.at(metric::kGuard).is_null()) {
       json_io::wrong_type(metric::kGuard, "an object", j.at(metric::kGuard));

@@ -30,6 +30,8 @@
 //   "fidelity_norm_error" float  relative error of that sum's norm
 //   "fidelity_step_cosine_min" float  the lowest single-step cosine of the window
 //   "fidelity_steps"   int     check steps in the window
+//   "fidelity_trial"   int     the ordinal of the session's trial whose window these figures are (absent: this
+//                              trial's own; the tuner measures the window once per numerics, see session.cc)
 //   "guard"            object  the convergence guard's verdict and evidence (passed, reason, fidelity, loss)
 //   "finite"           bool    no NaN/Inf in any loss of the trial (absent: not known)
 //   "rebuild_s"        float   seconds to (re)wrap the model in DDP with this config
@@ -80,6 +82,7 @@ inline constexpr const char* kFidelityCosine = "fidelity_cosine";
 inline constexpr const char* kFidelityNormError = "fidelity_norm_error";
 inline constexpr const char* kFidelityStepCosineMin = "fidelity_step_cosine_min";
 inline constexpr const char* kFidelitySteps = "fidelity_steps";
+inline constexpr const char* kFidelityTrial = "fidelity_trial";
 inline constexpr const char* kGuard = "guard";
 inline constexpr const char* kFinite = "finite";
 inline constexpr const char* kRebuildS = "rebuild_s";
@@ -105,6 +108,7 @@ struct TrialMetrics {
   std::optional<double> compression_s;
   std::optional<double> fidelity_cosine, fidelity_norm_error, fidelity_step_cosine_min;
   std::optional<int> fidelity_steps;
+  std::optional<int64_t> fidelity_trial;
   nlohmann::json guard;  // null: the config was not judged (it changes no numerics, or it failed first)
   std::optional<bool> finite;  // nullopt: not recorded (never taken for finite)
   std::optional<double> rebuild_s;
