@@ -270,7 +270,7 @@ class HookState:
                                      for k, p in enumerate(bucket.parameters())], psgd.rank)
         if not layout.matrices:
             return None
-        if layout.vector_numel + layout.m_numel != flat.numel():
+        if layout.numel != flat.numel():
             _log.warn(f"PowerSGD: bucket {index}'s buffer ({flat.numel()} elements) is not its gradients laid end "
                       "to end: it is reduced uncompressed", once=("powersgd-layout", id(self), index))
             return None

@@ -20,6 +20,11 @@ Phases of a bucket (one collective each, lane slot i runs phase i):
 The plain path of a PowerSGD config places the algorithm's phases in the same slots (plain_phases),
 so that a bucket passes through every phase in order whichever path it takes.
 
+The factors are held transposed (P^T: r x rows, Q^T: r x columns, in the buffers and the state):
+P^T = Q^T M^T and Q^T = P^T M are the same products, and a BLAS computes the skinny ones with the
+short side first several times faster on the CPU (MKL, one thread, a 512x4608 gradient at rank 4:
+M Q 2.9 ms, Q^T M^T 0.5 ms; M^T P 3.7 ms, P^T M 0.8 ms). A checkpoint keeps Q as columns x r.
+
 Nothing here issues a collective from a future callback: the P all-reduce is issued in the hook
 call, the Q step (orthonormalisation, Q = M^T P, the all-reduce) in the issuer's next phase (the
 hook call of a later bucket, or the step's last one); only the decompression (P Q^T, the error)
@@ -50,6 +55,11 @@ import torch
 from . import _log
 
 STATE_VERSION = 1
+# Each matrix's M, P^T and Q^T start at a multiple of this many elements (64 bytes in fp32) in their
+# bucket's buffers (the gaps stay zero): the CPU's vectorised products and norms round differently at
+# other alignments, and a tensor's result must not depend on which bucket, at which offset, it
+# travels in.
+ALIGNMENT = 16
 
 
 @dataclasses.dataclass
@@ -80,8 +90,9 @@ class Layout:
     """Where a bucket's gradients lie, from their names and shapes (the same on every rank)."""
     vectors: List[Tuple[int, int, int]]   # (offset in bucket, numel, offset in the 1-D buffer)
     matrices: List[_Matrix]
+    numel: int                            # the gradients laid end to end
     vector_numel: int
-    m_numel: int
+    m_numel: int                          # the buffers' sizes (aligned, see ALIGNMENT)
     p_numel: int
     q_numel: int
 
@@ -101,13 +112,14 @@ class Layout:
                     _log.info(f"powersgd_rank {rank} is larger than the smaller side of a {rows}x{cols} gradient "
                               f"matrix ({name}): rank {r} is used for it (and for any other such matrix)",
                               once=("powersgd-clamp", rank))
+                m_at, p_at, q_at = (-(-at // ALIGNMENT) * ALIGNMENT for at in (m_at, p_at, q_at))
                 matrices.append(_Matrix(name, offset, rows, cols, r, m_at, p_at, q_at))
                 m_at, p_at, q_at = m_at + numel, p_at + rows * r, q_at + cols * r
             else:
                 vectors.append((offset, numel, vec))
                 vec += numel
             offset += numel
-        return cls(vectors, matrices, vec, m_at, p_at, q_at)
+        return cls(vectors, matrices, offset, vec, m_at, p_at, q_at)
 
 
 def initial_q(name: str, cols: int, rank: int) -> torch.Tensor:
@@ -118,22 +130,24 @@ def initial_q(name: str, cols: int, rank: int) -> torch.Tensor:
 
 
 class TensorState:
-    """One gradient matrix's warm-start Q and error-feedback residual, kept across steps."""
+    """One gradient matrix's warm-start Q (held as Q^T, r x columns) and error-feedback residual,
+    kept across steps."""
 
     def __init__(self, matrix: _Matrix, dtype: torch.dtype, device: torch.device):
-        self.q = initial_q(matrix.name, matrix.cols, matrix.rank).to(dtype=dtype, device=device)
+        self.qt = initial_q(matrix.name, matrix.cols, matrix.rank).t().contiguous().to(dtype=dtype, device=device)
         self.error = torch.zeros(matrix.rows, matrix.cols, dtype=dtype, device=device)
 
 
-def orthonormalize(p: torch.Tensor) -> None:
-    """Gram-Schmidt on the columns of p, in place; a zero column stays zero."""
-    tiny = torch.finfo(p.dtype).tiny ** 0.5
-    for i in range(p.shape[1]):
-        col = p[:, i:i + 1]
-        col.div_(torch.linalg.vector_norm(col).clamp_min(tiny))
-        if i + 1 < p.shape[1]:
-            rest = p[:, i + 1:]
-            rest.sub_(col * (col.t() @ rest))
+def orthonormalize(pt: torch.Tensor) -> None:
+    """Gram-Schmidt on the columns of P, which are the rows of pt (P^T), in place; a zero column
+    stays zero."""
+    tiny = torch.finfo(pt.dtype).tiny ** 0.5
+    for i in range(pt.shape[0]):
+        row = pt[i:i + 1]
+        row.div_(torch.linalg.vector_norm(row).clamp_min(tiny))
+        if i + 1 < pt.shape[0]:
+            rest = pt[i + 1:]
+            rest.sub_((rest @ row.t()) * row)
 
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -181,18 +195,18 @@ class PowerSgd:
             state = TensorState(matrix, dtype, device)
             loaded = self._loaded.pop(matrix.name, None)
             if loaded is not None:
-                if tuple(loaded["q"].shape) != tuple(state.q.shape) or \
-                        tuple(loaded["error"].shape) != tuple(state.error.shape):
+                q_shape = (matrix.cols, matrix.rank)
+                if tuple(loaded["q"].shape) != q_shape or tuple(loaded["error"].shape) != tuple(state.error.shape):
                     raise ValueError(f"acspeed.load_state_dict: {matrix.name} had Q {tuple(loaded['q'].shape)} and "
-                                     f"error {tuple(loaded['error'].shape)} when saved, {tuple(state.q.shape)} and "
+                                     f"error {tuple(loaded['error'].shape)} when saved, {q_shape} and "
                                      f"{tuple(state.error.shape)} now (another model)")
-                state.q.copy_(loaded["q"])
+                state.qt.copy_(loaded["q"].t())
                 state.error.copy_(loaded["error"])
             self.tensors[matrix.name] = state
         return state
 
     def state_dict(self) -> dict:
-        tensors = {name: {"q": t.q.detach().cpu().clone(), "error": t.error.detach().cpu().clone()}
+        tensors = {name: {"q": t.qt.detach().t().cpu().contiguous(), "error": t.error.detach().cpu().clone()}
                    for name, t in self.tensors.items()}
         tensors.update({name: value for name, value in self._loaded.items() if name not in tensors})
         return {"version": STATE_VERSION, "compression": "powersgd", "powersgd_rank": self.rank,
@@ -254,32 +268,32 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
     done = []
 
     def views(matrix: _Matrix):
-        """(gradient in the bucket, M, P, this bucket's Q, the tensor's state)."""
+        """(gradient in the bucket, M, P^T, this bucket's Q^T, the tensor's state)."""
         rows, cols, r = matrix.rows, matrix.cols, matrix.rank
         return (flat[matrix.offset:matrix.offset + rows * cols].view(rows, cols),
                 m_all[matrix.m_at:matrix.m_at + rows * cols].view(rows, cols),
-                p_all[matrix.p_at:matrix.p_at + rows * r].view(rows, r),
-                q_all[matrix.q_at:matrix.q_at + cols * r].view(cols, r),
+                p_all[matrix.p_at:matrix.p_at + rows * r].view(r, rows),
+                q_all[matrix.q_at:matrix.q_at + cols * r].view(r, cols),
                 psgd.tensor(matrix, work, flat.device))
 
     def compress() -> None:
-        """Packs the 1-D buffer; M = gradient + error; P = M Q (this rank's part)."""
+        """Packs the 1-D buffer; M = gradient + error; P^T = Q^T M^T (this rank's part)."""
         start = time.perf_counter()
         for offset, numel, at in layout.vectors:
             vec[at:at + numel].copy_(flat[offset:offset + numel])
         vec[:layout.vector_numel].div_(world_size)
         for matrix in layout.matrices:
-            grad, m, p, _, state = views(matrix)
+            grad, m, pt, _, state = views(matrix)
             torch.add(grad, state.error, out=m)
-            torch.matmul(m, state.q, out=p)
+            torch.mm(state.qt, m.t(), out=pt)
         psgd.timed(time.perf_counter() - start)
 
     def q_step(group):
         start = time.perf_counter()
         for matrix in layout.matrices:
-            _, m, p, q, _ = views(matrix)
-            orthonormalize(p)
-            torch.matmul(m.t(), p, out=q)
+            _, m, pt, qt, _ = views(matrix)
+            orthonormalize(pt)
+            torch.mm(pt, m, out=qt)
         psgd.timed(time.perf_counter() - start)
         return coll.all_reduce(q_all, group)
 
@@ -303,18 +317,23 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
             elif not (bad_now and keep_raw):
                 part.copy_(vec[at:at + numel])
         for matrix in layout.matrices:
-            grad, m, p, q, state = views(matrix)
-            approx = p @ q.t()
+            grad, m, pt, qt, state = views(matrix)
             if on_device:
-                state.q.copy_(torch.where(bad, state.q, q))
+                approx = pt.t() @ qt
+                state.qt.copy_(torch.where(bad, state.qt, qt))
                 state.error.copy_(torch.where(bad, state.error, m - approx))
                 grad.copy_(torch.where(bad, grad, approx) if keep_raw else approx)
                 continue
-            if not bad_now:
-                state.q.copy_(q)
-                torch.sub(m, approx, out=state.error)
-            if not (bad_now and keep_raw):
+            if bad_now and keep_raw:
+                continue
+            if grad.dtype == work:  # the approximation P Q^T straight into the bucket
+                approx = torch.mm(pt.t(), qt, out=grad)
+            else:  # half-precision gradients: the factors' product in fp32, then cast
+                approx = pt.t() @ qt
                 grad.copy_(approx)
+            if not bad_now:
+                state.qt.copy_(qt)
+                torch.sub(m, approx, out=state.error)
         psgd.timed(time.perf_counter() - start)
         return bad
 
