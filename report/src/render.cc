@@ -72,7 +72,10 @@ std::string format_guard(const TrialSummary& trial) {
   };
   if (g.contains("fidelity")) {
     if (auto cosine = number(g["fidelity"], "cosine")) {
-      parts.push_back(fmt::format("cos {:.3f}, norm err {:.3f}", *cosine, number(g["fidelity"], "norm_error").value_or(0)));
+      std::string window = fmt::format("cos {:.3f}, norm err {:.3f}", *cosine,
+                                       number(g["fidelity"], "norm_error").value_or(0));
+      if (auto from = number(g["fidelity"], "from_trial")) window += fmt::format(" (window of trial {:g})", *from);
+      parts.push_back(window);
     }
   }
   if (g.contains("loss")) {

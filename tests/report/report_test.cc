@@ -288,12 +288,19 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
     "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12},
               "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
   temp.store().add_trial(compressed);
+  TrialRecord reused = compressed;  // another bucket size, judged on trial 1's fidelity window
+  reused.ordinal = 2;
+  reused.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "loss": 0.39, "finite": true, "fidelity_trial": 1,
+    "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12, "from_trial": 1},
+              "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
+  temp.store().add_trial(reused);
   const Report r = build_report(temp.store(), id);
 
   const std::string md = render_markdown(r, {});
   EXPECT_NE(md.find("| - | - | 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704) | failed |"),
             std::string::npos)
       << md;
+  EXPECT_NE(md.find("fail (cos 0.710, norm err 0.120 (window of trial 1); loss +0.3494"), std::string::npos) << md;
   const std::string csv = render_csv(r);
   EXPECT_NE(csv.find("0.0042,0.39,\"fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704)\""), std::string::npos)
       << csv;
