@@ -243,7 +243,7 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     restarts its workers, no trial waits for them until the start timeout, the session ends with a
     decision, and nothing is left: no process, namespace or state file, no folder but the two kept
     worker-log folders the nodes name. CI cost: one session of three worker launches per node,
-    about 30 s on the two-core development machine at load 5."""
+    20-39 s of wall time at load 1-3.5 and about 40 s of CPU on the two-core development machine."""
     name, state_dir = cluster
     markers = tmp_path / "faults"
     markers.mkdir()
