@@ -57,7 +57,8 @@ po::options_description tune_options() {
       ("nnodes", po::value<std::string>(), "nodes (default 1); run the same command on every node")
       ("node-rank", po::value<std::string>(), "this node's rank (default 0; node 0 coordinates and writes the store)")
       ("master-addr", po::value<std::string>(), "node 0's address (default 127.0.0.1)")
-      ("master-port", po::value<std::string>(), "rendezvous port (default: a free port on one node, 29500 on several)")
+      ("master-port", po::value<std::string>(), "rendezvous port (default: a free port on one node, 29500 on several; "
+       "there node 0 also listens on the next port for the other nodes' acspeed-tune)")
       ("batch-size", po::value<std::string>(), fmt::format("per-device batch ({})", both(gpu.batch_size, cpu.batch_size)).c_str())
       ("image-size", po::value<std::string>(), fmt::format("input image size for torchvision models ({})",
                                                            both(gpu.image_size, cpu.image_size)).c_str())
@@ -156,7 +157,8 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.node_rank = int_option(vm, "node-rank", 0, 0, o.nnodes - 1);
   o.nproc_per_node = int_option(vm, "nproc-per-node", o.nproc_per_node > 0 ? o.nproc_per_node : gpus->count, 1, 1024);
   if (vm.count("master-addr")) o.master_addr = text_of(vm, "master-addr");
-  o.master_port = int_option(vm, "master-port", o.nnodes > 1 ? 29500 : 0, 1, 65535);
+  // Several nodes: node 0 also listens on the next port, for the other nodes' acspeed-tune (the node link).
+  o.master_port = int_option(vm, "master-port", o.nnodes > 1 ? 29500 : 0, 1, o.nnodes > 1 ? 65534 : 65535);
   if (o.nnodes > 1 && o.master_addr == "127.0.0.1" && !vm.count("master-addr")) {
     ACS_THROW(InvalidArgument, "--nnodes {} needs --master-addr (node 0's address, the same on every node)", o.nnodes);
   }

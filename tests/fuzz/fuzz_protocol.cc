@@ -1,7 +1,8 @@
-// Fuzz target: the worker protocol's messages (tuner/src/protocol.cc), one JSON line each way.
-// The input is decoded both as a line from rank 0 and as a line from the tuner.
+// Fuzz target: the worker protocol's messages (tuner/src/protocol.cc), one JSON line each way, and
+// the node link's (what another node's acspeed-tune sends node 0 over TCP).
+// The input is decoded as a line from rank 0, as a line from the tuner and as a node link line.
 // Properties: any line is either a message or an acspeed::Error (nothing else escapes); a decoded
-// hello, result or trial encodes to a line that decodes and encodes to the same line again.
+// hello, result, trial or node message encodes to a line that decodes and encodes to the same line again.
 #include <string>
 #include <variant>
 
@@ -48,6 +49,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (twice != once) fuzz::broken("encode_trial is stable over a round trip", once + "\n---\n" + twice);
     }
+  } catch (const Error&) {
+  }
+  try {
+    const NodeMessage message = decode_node_message(line);
+    auto encode = [](const NodeMessage& m) {
+      if (const auto* hello = std::get_if<NodeHello>(&m)) return encode_node_hello(*hello);
+      return encode_node_report(std::get<NodeReport>(m));
+    };
+    const std::string once = encode(message);
+    std::string twice;
+    try {
+      twice = encode(decode_node_message(once));
+    } catch (const Error& e) {
+      fuzz::broken("an encoded node message decodes", once + "\n" + e.what());
+    }
+    if (twice != once) fuzz::broken("a node message is stable over a round trip", once + "\n---\n" + twice);
   } catch (const Error&) {
   }
   return 0;

@@ -1,16 +1,26 @@
-"""acspeed-testbed end to end: real namespaces, real HTB, real torchrun. Needs root (CI runs as
-root, where these must run); elsewhere they skip and say why. Each test uses its own cluster name
-and state folder, so parallel runs (two CI jobs) do not collide."""
+"""acspeed-testbed end to end: real namespaces, real HTB, real torchrun, and a tuning session on two
+nodes whose workers die in trials. Needs root (CI runs as root, where these must run); elsewhere they
+skip and say why. Each test uses its own cluster name and state folder, so parallel runs (two CI
+jobs) do not collide."""
+import datetime
+import glob
 import json
 import os
+import pathlib
+import re
 import secrets
+import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tuner"))
+from live_processes import processes_mentioning  # noqa: E402 - the tuner tests' look at /proc
 
 ROOT_REASON = (f"acspeed-testbed needs root to create network namespaces (this is uid {os.geteuid()}); "
                "CI runs these tests as root")
@@ -220,3 +230,70 @@ def test_the_benchmark_example_runs_unchanged_on_two_nodes(testbed, cluster, tmp
     assert record["world_size"] == 2 and record["nnodes"] == 2
     # The job saw the profile as its instance type, so what it tunes is stored per link profile.
     assert record["environment"]["ACSPEED_INSTANCE_TYPE"] == "testbed-2x1@2gbit"
+
+
+@needs_root
+@slow
+def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(testbed, tune_binary, cluster, tmp_path,
+                                                                            repo_root, isolated_store):
+    """One node of a tuning session dying (issue 16): on two nodes, node 1's rank exits with status 3
+    in one trial, and its whole torchrun is killed (SIGKILL) in the next (test-only faults of
+    tiny_models:faulty_mlp). Each trial is stored naming rank 1 on node 1, how it ended and the last
+    lines of its log (node 1 reports them over the node link), never the lost peer rank 0 saw; node 1
+    restarts its workers, no trial waits for them until the start timeout, the session ends with a
+    decision, and nothing is left: no process, namespace or state file, no folder but the two kept
+    worker-log folders the nodes name. CI cost: one session of three worker launches per node,
+    20-39 s of wall time at load 1-3.5 and about 40 s of CPU on the two-core development machine."""
+    name, state_dir = cluster
+    markers = tmp_path / "faults"
+    markers.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ["PYTHONPATH"]]),
+               ACSPEED_PYTHON=sys.executable, TINY_FAULTS="exit,kill_launcher", TINY_FAULT_RANK="1",
+               TINY_FAULT_DIR=str(markers))
+    tune = [str(tune_binary), "--db", str(isolated_store), "--model", "tiny_models:faulty_mlp", "--bucket-mb", "1,25",
+            "--algorithms", "allreduce", "--streams", "1", "--strategy", "grid", "--trial-timeout", "15",
+            "--warmup", "1", "--steps", "2", "--repeats", "3", "--nproc-per-node", "1", "--seed", "5"]
+    script = shlex.join(tune) + \
+        ' --nnodes "$NNODES" --node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
+    work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
+    result = run(testbed, state_dir, "run", "2x1", "--name", name, "--timeout", "400", "--", "sh", "-c", script,
+                 timeout=450, env=env)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert sorted(os.listdir(markers)) == ["exit", "kill_launcher"]
+
+    with sqlite3.connect(isolated_store) as db:
+        trials = db.execute("SELECT role, status, error, started_at, finished_at FROM trials ORDER BY ordinal").fetchall()
+        assert db.execute("SELECT status FROM sessions").fetchall() == [("done",)]
+        assert db.execute("SELECT COUNT(*) FROM decisions WHERE active = 1").fetchone() == (1,)
+    # Two nodes: the step model's two trials come first, and the faults fire in them.
+    assert [(t[0], t[1]) for t in trials[:2]] == [("compute", "failed"), ("calibration", "failed")], trials
+    assert trials[2:] and all(t[1] == "ok" for t in trials[2:]), trials
+    exited, killed = trials[0][2], trials[1][2]
+    assert exited.startswith("rank 1 (node 1) ended with exit code 3 without reporting an error; "
+                             "last lines of its log: "), exited
+    assert "tiny_models: firing exit" in exited
+    assert killed.startswith("rank 1 (node 1) went down with its launcher (torchrun), which ended with signal 9 "
+                             "(SIGKILL: Killed); last lines of its log: "), killed
+    assert "tiny_models: firing kill_launcher" in killed
+    for error in (exited, killed):
+        assert "GLHF" not in error and "closed by peer" not in error, error
+        assert re.search(r"\(log: /tmp/acspeed-tune-\w+/workers-\d+-rank1\.log on node 1\)$", error), error
+    # No trial waited for node 1's workers until the start timeout (120 s), the failed ones least of all.
+    for role, status, _, started_at, finished_at in trials:
+        took = (datetime.datetime.fromisoformat(finished_at.rstrip("Z"))
+                - datetime.datetime.fromisoformat(started_at.rstrip("Z"))).total_seconds()
+        assert took < 120, (role, status, took)
+
+    # Nothing left behind: the cluster (the fixture checks it), no process, and no temporary folder
+    # but the worker logs each node names (its control socket gone).
+    output = result.stdout + result.stderr
+    kept = set(re.findall(r"^worker logs kept in (\S+)$", output, re.M))
+    kept |= set(re.findall(r"^node 1: worker logs kept in (\S+)$", output, re.M))
+    assert len(kept) == 2, output[-4000:]
+    assert set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before == kept
+    for folder in kept:
+        assert processes_mentioning(folder) == []
+        left = os.listdir(folder)
+        assert left and all(name.endswith((".log", ".failed.json")) for name in left), left
+        shutil.rmtree(folder)
+    assert processes_mentioning(str(isolated_store)) == []

@@ -16,8 +16,9 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
                  10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
-FAKE_WORKER_GATE=ID:PATH: before answering trial ID the worker creates PATH.reached and waits until
-PATH exists (a test acts on the store while a tune is in flight, then lets it go on).
+FAKE_WORKER_GATE=ID:PATH: before answering trial ID (or crashing or hanging in it) the worker creates
+PATH.reached and waits until PATH exists (a test acts on the store, or as another node, while a trial
+is in flight, then lets it go on).
 FAKE_WORKER_HELLO: a JSON object of hello fields to report instead (model_signature, world_size...).
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
 import json
@@ -94,15 +95,15 @@ for line in reader:
     request = json.loads(line)
     if request["type"] == "stop":
         sys.exit(0)
+    if gate_id == str(request["id"]):
+        open(gate_path + ".reached", "w").close()
+        while not os.path.exists(gate_path):
+            time.sleep(0.05)
     if mode == f"crash:{request['id']}":
         print(f"acspeed.worker rank 0: trial {request['id']} failed: RuntimeError: boom", file=sys.stderr, flush=True)
         sys.exit(3)
     if mode == f"hang:{request['id']}":
         time.sleep(3600)
-    if gate_id == str(request["id"]):
-        open(gate_path + ".reached", "w").close()
-        while not os.path.exists(gate_path):
-            time.sleep(0.05)
     if link:
         reply = dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True,
                      losses=[2.0, 1.5, 1.5])

@@ -109,5 +109,42 @@ TEST(Protocol, RefusesOtherVersionsAndMalformedMessages) {
                InvalidArgument);
 }
 
+TEST(Protocol, NodeLinkMessagesRoundTripAndBadOnesAreErrors) {
+  EXPECT_EQ(std::get<NodeHello>(decode_node_message(encode_node_hello({2}))).node_rank, 2);
+  RankEvidence rank;
+  rank.rank = 1;
+  rank.exit_code = 137;
+  rank.error = "RuntimeError: x";
+  rank.caught_at_s = 0.25;
+  rank.log_path = "/tmp/w/workers-1-rank1.log";
+  rank.log_tail = {"a", "b"};
+  RankEvidence silent;
+  silent.rank = 2;
+  silent.launcher_exit_code = 137;
+  const std::string line = encode_node_report({1, 4, 137, {rank, silent}});
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const auto back = std::get<NodeReport>(decode_node_message(line));
+  EXPECT_EQ(back.node_rank, 1);
+  EXPECT_EQ(back.launch, 4);
+  EXPECT_EQ(back.launcher_exit_code, 137);
+  ASSERT_EQ(back.ranks.size(), 2u);
+  EXPECT_EQ(back.ranks[0].exit_code, 137);
+  EXPECT_EQ(back.ranks[0].error, "RuntimeError: x");
+  EXPECT_EQ(back.ranks[0].caught_at_s, 0.25);
+  EXPECT_EQ(back.ranks[0].log_tail, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(back.ranks[1].exit_code);
+  EXPECT_EQ(back.ranks[1].launcher_exit_code, 137);
+  EXPECT_FALSE(back.ranks[1].error);
+  for (const char* bad : {R"({"v":1,"type":"node","node_rank":0})", R"({"v":1,"type":"node"})",
+                          R"({"v":1,"type":"workers_ended","node_rank":1,"launch":1,"launcher_exit_code":1})",
+                          R"({"v":1,"type":"workers_ended","node_rank":1,"launch":1,"launcher_exit_code":1,)"
+                          R"("ranks":[{"rank":-1}]})",
+                          R"({"v":1,"type":"workers_ended","node_rank":1,"launch":1,"launcher_exit_code":1,)"
+                          R"("ranks":[{"rank":1,"error":"x"}]})",
+                          R"({"v":1,"type":"hello"})", R"({"v":2,"type":"node","node_rank":1})", "GET / HTTP/1.1"}) {
+    EXPECT_THROW(decode_node_message(bad), Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace acspeed::tuner

@@ -126,6 +126,47 @@ TEST_F(RankFailureTest, ARankTorchrunEndedWithSigtermIsNotTheCause) {
   EXPECT_EQ(explain().rfind("rank 1 failed: RuntimeError: DefaultCPUAllocator", 0), 0u) << explain();
 }
 
+TEST_F(RankFailureTest, ARankWhoseLauncherWasKilledWentDownWithIt) {
+  // torchrun was killed: no failure table; its rank died by its parent-death signal, reporting nothing.
+  write(prefix_ + ".log", "[W socket.cpp:207] The hostname of the client socket cannot be retrieved\n");
+  rank_log(0, std::string("acspeed.worker rank 0: trial 4 failed: ") + kGlooError + "\n");
+  caught(0, kGlooError, 100.5);
+  rank_log(1, "step 1\n");
+  const auto killed = explain_rank_failure(gather_rank_evidence(prefix_, prefix_ + ".log", 128 + 9));
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(*killed, "rank 1 went down with its launcher (torchrun), which ended with signal 9 (SIGKILL: Killed); "
+                     "last lines of its log: step 1 (log: " + prefix_ + "-rank1.log)");
+  // A launcher that exited (it writes its table when a rank fails) blames no rank: the first error stands.
+  const auto exited = explain_rank_failure(gather_rank_evidence(prefix_, prefix_ + ".log", 1));
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(exited->rfind("rank 0 failed: RuntimeError: [pair.cc:561] Connection closed by peer", 0), 0u) << *exited;
+}
+
+TEST(RankFailure, ARankOfAnotherNodeIsNamedWithItsNodeAndBeatsThePeerThatLostIt) {
+  RankEvidence lost_peer;
+  lost_peer.rank = 0;
+  lost_peer.node = 0;
+  lost_peer.exit_code = 1;
+  lost_peer.error = kGlooError;
+  lost_peer.caught_at_s = 10.2;
+  RankEvidence died;
+  died.rank = 3;
+  died.node = 1;
+  died.exit_code = 3;
+  died.log_path = "/tmp/acspeed-tune-x/workers-2-rank3.log";
+  died.log_tail = {"tiny_models: firing exit"};
+  EXPECT_EQ(explain_rank_failure({lost_peer, died}),
+            "rank 3 (node 1) ended with exit code 3 without reporting an error; last lines of its log: "
+            "tiny_models: firing exit (log: /tmp/acspeed-tune-x/workers-2-rank3.log on node 1)");
+  // Both caught an error: the one caught first, whichever node it was on.
+  died.exit_code = 1;
+  died.error = "RuntimeError: injected";
+  died.caught_at_s = 10.1;
+  EXPECT_EQ(explain_rank_failure({lost_peer, died}).value_or("").rfind("rank 3 (node 1) failed: RuntimeError: injected",
+                                                                       0),
+            0u);
+}
+
 TEST_F(RankFailureTest, NoEvidenceNamesNoRank) {
   write(prefix_ + ".log", "ModuleNotFoundError: No module named 'torch'\n");
   EXPECT_EQ(explain(), "<nothing>");

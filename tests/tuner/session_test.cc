@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "acspeed/store.h"
 #include "acspeed/tuner/trial_metrics.h"
 #include "convergence_guard.h"
+#include "node_link.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -258,6 +260,39 @@ TEST_F(SessionTest, ResumeReusesFinishedDecisionPairsAndRunsOnlyTheRest) {
   ASSERT_EQ(run_session(options_, *store_, again).status, SessionResult::Status::kDone);
   EXPECT_TRUE(again.trials.empty());
   EXPECT_EQ(store_->decisions().size(), 1u);
+}
+
+TEST_F(SessionTest, ANodeThatLeftEndsTheSessionWithTheReasonStoredInItsTrial) {
+  // The test plays node 1's acspeed-tune on the node link and leaves while trial 1 is in flight.
+  {
+    NodeLinks probe(0, 2);
+    options_.nnodes = 2;
+    options_.master_port = probe.port() - 1;
+  }
+  const std::string gate = dir_ + "/gate";
+  setenv("FAKE_WORKER_GATE", ("1:" + gate).c_str(), 1);
+  std::thread node1([&] {
+    NodeLink link("127.0.0.1", options_.master_port + 1, 1, std::chrono::seconds(60));
+    for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  node1.join();
+  unsetenv("FAKE_WORKER_GATE");
+  EXPECT_EQ(result.status, SessionResult::Status::kFailed);
+  EXPECT_FALSE(result.usage_error);
+  EXPECT_EQ(result.error.rfind("node 1 (127.0.0.1) left the session: ", 0), 0u) << result.error;
+  EXPECT_NE(result.error.find("; the session ends here"), std::string::npos) << result.error;
+  const auto stored = store_->trials(result.session_id);
+  ASSERT_EQ(stored.size(), 2u);  // no trial after it
+  EXPECT_EQ(stored[0].status, "ok");
+  EXPECT_EQ(stored[1].status, "failed");
+  EXPECT_EQ(stored[1].error.rfind("node 1 (127.0.0.1) left the session: ", 0), 0u) << stored[1].error;
+  EXPECT_EQ(store_->session(result.session_id)->status, "failed");
+  EXPECT_FALSE(result.kept_logs.empty());
+  std::filesystem::remove_all(result.kept_logs);
 }
 
 TEST(SessionPlan, NamesTheStrategyTheTrialsAndTheWorkersArgv) {

@@ -2,8 +2,9 @@
 trial takes well under a second on two CPU processes, with enough parameters for a few buckets.
 
 `tiny_models:faulty_mlp` is the MLP that misbehaves on purpose, for the fault tests
-(tests/tuner/test_trial_faults.py); test-only, set through the environment:
-  TINY_FAULTS=exit,signal,raise,oom,hang,hang_collective   the faults, in order; each worker launch
+(tests/tuner/test_trial_faults.py, and a node's on the emulated cluster in
+tests/testbed/test_testbed.py); test-only, set through the environment:
+  TINY_FAULTS=exit,signal,raise,oom,hang,hang_collective,kill_launcher   the faults, in order; each worker launch
                  fires the first one not fired yet (a marker file per fault in TINY_FAULT_DIR): with N
                  faults, the first N launches fail one trial each and later ones run clean
   TINY_FAULT_RANK=R   the rank that misbehaves (default 1)
@@ -12,7 +13,8 @@ trial takes well under a second on two CPU processes, with enough parameters for
 The faults: exit (os._exit(3)), signal (SIGKILL to itself), raise (RuntimeError), oom (an
 address-space limit, RLIMIT_AS, set in that rank only just above what it maps, then a 1 GiB tensor),
 hang (sleeps in forward), hang_collective (blocks in a barrier of a group the other ranks never enter
-while they wait in DDP's allreduce).
+while they wait in DDP's allreduce), kill_launcher (SIGKILL to the rank's parent, its torchrun: the
+rank goes with it, by its parent-death signal).
 
 `tiny_models:corrupting_mlp` is the MLP with a deliberately harmful compressor, for the
 convergence guard's test: in that worker, acspeed's fp16 path hands DDP seeded noise of each
@@ -71,13 +73,16 @@ def _fire_next_fault(group) -> None:
                 mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
             resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
             torch.ones(1 << 30, dtype=torch.uint8)
+        elif fault == "kill_launcher":
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(60)  # the parent-death signal ends this rank
         elif fault == "hang":
             time.sleep(3600)
         elif fault == "hang_collective":
             dist.barrier(group=group)
         else:
             raise ValueError(f"TINY_FAULTS: unknown fault '{fault}' (accepted: exit, signal, raise, oom, hang, "
-                             "hang_collective)")
+                             "hang_collective, kill_launcher)")
         return
 
 

@@ -1,6 +1,8 @@
 // The worker group against a fake rank 0 (tests/tuner/fake_worker.py, no torch): one launch serves
 // many trials; a crashed or hung trial is failed / timed out with the workers' own error and the
-// next trial gets fresh workers; a --model that cannot be built is a usage error.
+// next trial gets fresh workers; a --model that cannot be built is a usage error. With two nodes,
+// the test plays node 1's acspeed-tune on the node link: what it reports names the failed trial's
+// rank, and when it leaves, the trial in flight fails at once and so does every start after it.
 #include "trial_runner.h"
 
 #include <stdlib.h>
@@ -9,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "acspeed/error.h"
+#include "node_link.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -31,6 +35,7 @@ class TrialRunnerTest : public ::testing::Test {
   void TearDown() override {
     unsetenv("FAKE_WORKER_MODE");
     unsetenv("FAKE_WORKER_ONCE");
+    unsetenv("FAKE_WORKER_GATE");
     std::filesystem::remove_all(dir_);
   }
   TrialRequest request(int64_t id) {
@@ -44,6 +49,24 @@ class TrialRunnerTest : public ::testing::Test {
   void mode(const std::string& value) {
     setenv("FAKE_WORKER_MODE", value.c_str(), 1);
     setenv("FAKE_WORKER_ONCE", (dir_ + "/fault-done").c_str(), 1);
+  }
+  // Two nodes: node 0's link listens on the port after master_port, one that was free a moment ago.
+  void two_nodes() {
+    NodeLinks probe(0, 2);
+    launch_.nnodes = 2;
+    launch_.master_port = probe.port() - 1;
+  }
+  // The fake rank 0 stops before answering trial `id` (or crashing in it) until released.
+  std::string gate(int64_t id) {
+    const std::string path = dir_ + "/gate";
+    setenv("FAKE_WORKER_GATE", (std::to_string(id) + ":" + path).c_str(), 1);
+    return path;
+  }
+  static bool wait_for(const std::string& path) {
+    for (int i = 0; i < 1500 && !std::filesystem::exists(path); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::filesystem::exists(path);
   }
 
   std::string dir_;
@@ -125,6 +148,62 @@ TEST_F(TrialRunnerTest, ModelThatCannotBeBuiltIsAUsageError) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(TrialRunnerTest, ARankOfAnotherNodeIsNamedFromWhatThatNodeReported) {
+  two_nodes();
+  mode("crash:0");  // rank 0 goes down too, as a rank that lost its peer does
+  const std::string held = gate(0);
+  WorkerGroup group(launch_);
+  NodeLink node1("127.0.0.1", launch_.master_port + 1, 1, std::chrono::seconds(5));
+  std::thread other_node([&] {
+    if (!wait_for(held + ".reached")) return;
+    RankEvidence died;
+    died.rank = 1;
+    died.exit_code = 3;
+    died.log_path = "/tmp/n1/workers-1-rank1.log";
+    died.log_tail = {"tiny_models: firing exit"};
+    node1.report(1, 1, {died});
+    std::ofstream{held};
+  });
+  const auto outcome = group.run(request(0), std::chrono::seconds(30));
+  other_node.join();
+  EXPECT_EQ(outcome.status, TrialStatus::kFailed);
+  EXPECT_FALSE(outcome.node_lost);
+  EXPECT_EQ(outcome.error, "rank 1 (node 1) ended with exit code 3 without reporting an error; last lines of its log: "
+                           "tiny_models: firing exit (log: /tmp/n1/workers-1-rank1.log on node 1)");
+  // Node 1 relaunches its workers; node 0 does too, and the session goes on.
+  EXPECT_EQ(group.run(request(1), std::chrono::seconds(10)).status, TrialStatus::kOk);
+}
+
+TEST_F(TrialRunnerTest, ANodeThatLeavesFailsTheTrialAtOnceAndEveryStartAfterIt) {
+  two_nodes();
+  const std::string held = gate(1);  // trial 1 never answers: only the node leaving ends it
+  WorkerGroup group(launch_);
+  auto node1 = std::make_unique<NodeLink>("127.0.0.1", launch_.master_port + 1, 1, std::chrono::seconds(5));
+  ASSERT_EQ(group.run(request(0), std::chrono::seconds(10)).status, TrialStatus::kOk);
+  std::thread leave([&] {
+    if (wait_for(held + ".reached")) node1.reset();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  const auto outcome = group.run(request(1), std::chrono::seconds(120));
+  leave.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60));  // not the trial's timeout
+  EXPECT_EQ(outcome.status, TrialStatus::kFailed);
+  EXPECT_TRUE(outcome.node_lost);
+  EXPECT_EQ(outcome.error.rfind("node 1 (127.0.0.1) left the session: its acspeed-tune closed the link to node 0", 0),
+            0u)
+      << outcome.error;
+  EXPECT_EQ(processes_mentioning(dir_ + "/control.sock"), 0);
+  // No relaunch waits for a node that cannot come back.
+  const int launches = group.launches();
+  try {
+    group.start();
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("node 1 (127.0.0.1) left the session", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(group.launches(), launches);
 }
 
 TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {

@@ -185,6 +185,82 @@ std::string encode_hello(const WorkerHello& hello) { return message("hello", hel
 
 std::string encode_reply(const TrialReply& reply) { return message("result", reply); }
 
+namespace {
+
+json rank_json(const RankEvidence& r) {
+  json j = {{"rank", r.rank}, {"log_path", r.log_path}, {"log_tail", r.log_tail}};
+  if (r.exit_code) j["exit_code"] = *r.exit_code;
+  if (r.launcher_exit_code) j["launcher_exit_code"] = *r.launcher_exit_code;
+  if (r.error) {
+    j["error"] = *r.error;
+    j["caught_s_ago"] = r.caught_at_s;
+  }
+  return j;
+}
+
+RankEvidence rank_of(const json& j) {
+  json_io::require_object(j, "a rank of the report");
+  RankEvidence r;
+  r.rank = json_io::required<int>(j, "rank");
+  if (r.rank < 0) ACS_THROW(InvalidArgument, "rank {} is negative", r.rank);
+  r.exit_code = json_io::optional<int>(j, "exit_code");
+  r.launcher_exit_code = json_io::optional<int>(j, "launcher_exit_code");
+  r.error = json_io::optional<std::string>(j, "error");
+  if (r.error) r.caught_at_s = json_io::required<double>(j, "caught_s_ago");
+  json_io::read(j, "log_path", r.log_path);
+  json_io::read(j, "log_tail", r.log_tail);
+  return r;
+}
+
+NodeHello node_hello_of(const json& j) {
+  NodeHello h;
+  h.node_rank = json_io::required<int>(j, "node_rank");
+  if (h.node_rank < 1) ACS_THROW(InvalidArgument, "node_rank {} is not another node's (accepted: 1 or more)", h.node_rank);
+  return h;
+}
+
+NodeReport node_report_of(const json& j) {
+  NodeReport r;
+  r.node_rank = node_hello_of(j).node_rank;
+  r.launch = json_io::required<int>(j, "launch");
+  r.launcher_exit_code = json_io::required<int>(j, "launcher_exit_code");
+  const auto it = j.find("ranks");
+  if (it == j.end() || !it->is_array()) json_io::wrong_type("ranks", "an array", it == j.end() ? json() : *it);
+  for (const auto& rank : *it) r.ranks.push_back(rank_of(rank));
+  return r;
+}
+
+// A node message's body; a missing or mistyped field is an Error naming the message.
+template <typename T>
+T node_body(const json& j, T (*read)(const json&)) {
+  try {
+    return read(j);
+  } catch (const InvalidArgument& e) {
+    ACS_THROW(Error, "protocol: '{}' message: {}", j["type"].get<std::string>(), e.what());
+  }
+}
+
+}  // namespace
+
+std::string encode_node_hello(const NodeHello& hello) { return message("node", {{"node_rank", hello.node_rank}}); }
+
+std::string encode_node_report(const NodeReport& report) {
+  json ranks = json::array();
+  for (const auto& r : report.ranks) ranks.push_back(rank_json(r));
+  return message("workers_ended", {{"node_rank", report.node_rank},
+                                   {"launch", report.launch},
+                                   {"launcher_exit_code", report.launcher_exit_code},
+                                   {"ranks", ranks}});
+}
+
+NodeMessage decode_node_message(const std::string& line) {
+  const json j = parse_message(line);
+  const auto type = j["type"].get<std::string>();
+  if (type == "node") return node_body(j, &node_hello_of);
+  if (type == "workers_ended") return node_body(j, &node_report_of);
+  ACS_THROW(Error, "protocol: unknown node message type '{}'", type);
+}
+
 std::variant<TrialRequest, std::monostate> decode_tuner_message(const std::string& line) {
   const json j = parse_message(line);
   const auto type = j["type"].get<std::string>();

@@ -23,6 +23,16 @@
 //   tuner -> worker  {"v":1,"type":"stop"}
 // Rank 0 broadcasts each tuner message to the other ranks; step times are the max over ranks per
 // step, losses the mean over ranks.
+//
+// The node link (node_link.h): with several nodes, the acspeed-tune of each other node connects to
+// node 0's tuner over TCP and sends, in the same envelope:
+//   node -> tuner    {"v":1,"type":"node","node_rank":1}   (first, once)
+//                    {"v":1,"type":"workers_ended","node_rank":1,"launch":2,"launcher_exit_code":1,
+//                     "ranks":[{"rank":1,"exit_code":3,"caught_s_ago":0.4,"error":"RuntimeError: ...",
+//                               "log_path":"/tmp/acspeed-tune-x/workers-2-rank1.log","log_tail":["..."]}]}
+//                    (its workers ended abnormally: what they left, rank_failure.h; "exit_code",
+//                    "launcher_exit_code" of a rank, "error" and "caught_s_ago" only where known;
+//                    "caught_s_ago": seconds before the report was sent, as the nodes' clocks differ)
 #pragma once
 
 #include <cstdint>
@@ -37,6 +47,7 @@
 #include "acspeed/config.h"
 #include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/trial_metrics.h"
+#include "rank_failure.h"
 
 namespace acspeed::tuner {
 
@@ -125,5 +136,23 @@ std::string encode_hello(const WorkerHello& hello);
 std::string encode_reply(const TrialReply& reply);
 // The tuner side decoded: "trial" or "stop".
 std::variant<TrialRequest, std::monostate> decode_tuner_message(const std::string& line);
+
+// The node link's messages: another node's acspeed-tune says which node it is, then reports each
+// time its workers end abnormally.
+struct NodeHello {
+  int node_rank = 1;
+};
+struct NodeReport {
+  int node_rank = 1;
+  int launch = 0;              // that node's launch number (its logs: workers-LAUNCH-rankR.log)
+  int launcher_exit_code = 0;  // how its torchrun ended (process/exit_status.h)
+  // Its ranks' evidence; caught_at_s holds how long before the report the error was caught.
+  std::vector<RankEvidence> ranks;
+};
+using NodeMessage = std::variant<NodeHello, NodeReport>;
+std::string encode_node_hello(const NodeHello& hello);
+std::string encode_node_report(const NodeReport& report);
+// Throws Error naming what is wrong, as decode_worker_message.
+NodeMessage decode_node_message(const std::string& line);
 
 }  // namespace acspeed::tuner

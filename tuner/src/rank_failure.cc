@@ -58,10 +58,18 @@ std::vector<std::string> tail_of(const std::string& text) {
   return tail;
 }
 
+// "rank 1", or "rank 1 (node 1)" in a session of several nodes.
+std::string rank_name(const RankEvidence& r) {
+  return r.node ? fmt::format("rank {} (node {})", r.rank, *r.node) : fmt::format("rank {}", r.rank);
+}
+
 std::string with_tail(std::string head, const RankEvidence& r) {
   if (r.log_tail.empty()) return head;
-  return fmt::format("{}; last lines of its log: {} (log: {})", head, fmt::join(r.log_tail, " | "), r.log_path);
+  return fmt::format("{}; last lines of its log: {} (log: {}{})", head, fmt::join(r.log_tail, " | "), r.log_path,
+                     r.node ? fmt::format(" on node {}", *r.node) : "");
 }
+
+bool abnormal(int exit_code) { return exit_code != 0 && exit_code != 128 + SIGTERM; }
 
 // "FUNC (FILE:LINE)" of a faulthandler frame line `File "PATH", line N in FUNC`; `in_library`:
 // the frame is torch's or the interpreter's own (<frozen ...>), not the user's or acspeed's.
@@ -114,7 +122,6 @@ std::optional<std::string> where_in(const std::string& text) {
     if (const auto own = frame_of(f, &in_library); own && !in_library) return fmt::format("{} from {}", *innermost, *own);
   }
   return innermost;
-  return std::nullopt;
 }
 
 }  // namespace
@@ -131,7 +138,8 @@ std::map<int, int> torchrun_exit_codes(std::string_view launcher_output) {
   return codes;
 }
 
-std::vector<RankEvidence> gather_rank_evidence(const std::string& log_prefix, const std::string& launcher_log) {
+std::vector<RankEvidence> gather_rank_evidence(const std::string& log_prefix, const std::string& launcher_log,
+                                               std::optional<int> launcher_exit_code) {
   std::map<int, RankEvidence> ranks;
   for (const auto& [rank, code] : torchrun_exit_codes(read_end(launcher_log))) {
     ranks[rank].rank = rank;
@@ -161,15 +169,26 @@ std::vector<RankEvidence> gather_rank_evidence(const std::string& log_prefix, co
     }
   }
   std::vector<RankEvidence> out;
-  for (auto& [rank, r] : ranks) out.push_back(std::move(r));
+  for (auto& [rank, r] : ranks) {
+    if (!r.exit_code) r.launcher_exit_code = launcher_exit_code;
+    out.push_back(std::move(r));
+  }
   return out;
 }
 
 std::optional<std::string> explain_rank_failure(const std::vector<RankEvidence>& ranks) {
   for (const auto& r : ranks) {
-    if (r.exit_code && *r.exit_code != 0 && *r.exit_code != 128 + SIGTERM && !r.error) {
-      return with_tail(fmt::format("rank {} ended with {} without reporting an error", r.rank,
+    if (r.exit_code && abnormal(*r.exit_code) && !r.error) {
+      return with_tail(fmt::format("{} ended with {} without reporting an error", rank_name(r),
                                    process::describe_exit_code(*r.exit_code)),
+                       r);
+    }
+  }
+  // A launcher ended by a signal takes its ranks with it (their parent-death signal): no table, no error.
+  for (const auto& r : ranks) {
+    if (!r.exit_code && r.launcher_exit_code && *r.launcher_exit_code > 128 && !r.error) {
+      return with_tail(fmt::format("{} went down with its launcher (torchrun), which ended with {}", rank_name(r),
+                                   process::describe_exit_code(*r.launcher_exit_code)),
                        r);
     }
   }
@@ -178,7 +197,7 @@ std::optional<std::string> explain_rank_failure(const std::vector<RankEvidence>&
     if (r.error && (first == nullptr || r.caught_at_s < first->caught_at_s)) first = &r;
   }
   if (first == nullptr) return std::nullopt;
-  return with_tail(fmt::format("rank {} failed: {}", first->rank, *first->error), *first);
+  return with_tail(fmt::format("{} failed: {}", rank_name(*first), *first->error), *first);
 }
 
 std::string where_ranks_were(const std::vector<RankEvidence>& ranks) {

@@ -406,6 +406,8 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     event.best_cost_s = fastest->cost;
   }
   observer_.trial_finished(event);
+  // The trial is stored with the reason; without that node no later trial can run.
+  if (outcome.node_lost) ACS_THROW(Error, "{}; the session ends here", m.error);
   return m;
 }
 
@@ -764,8 +766,25 @@ void supervise_node(const TuneOptions& options, SessionObserver& observer) {
   const std::string work_dir = make_work_dir();
   observer.note(fmt::format("node {}: supervising the local workers; node 0 ({}:{}) coordinates and writes the store",
                             options.node_rank, options.master_addr, options.master_port));
-  supervise_workers(make_launch(options, work_dir), std::chrono::seconds(std::max(600, 2 * options.trial_timeout_s)),
-                    [&observer](const std::string& line) { observer.note(line); });
+  // The worker logs stay when something failed (node 0's stored reasons name them), as on node 0.
+  auto clean_up = [&](bool failed) {
+    std::error_code ec;
+    if (failed && !std::filesystem::is_empty(work_dir, ec)) {
+      observer.note(fmt::format("node {}: worker logs kept in {}", options.node_rank, work_dir));
+    } else {
+      std::filesystem::remove_all(work_dir, ec);
+    }
+  };
+  int failed_launches = 0;
+  try {
+    failed_launches = supervise_workers(make_launch(options, work_dir),
+                                        std::chrono::seconds(std::max(600, 2 * options.trial_timeout_s)),
+                                        [&observer](const std::string& line) { observer.note(line); });
+  } catch (...) {
+    clean_up(true);
+    throw;
+  }
+  clean_up(failed_launches > 0);
 }
 
 }  // namespace acspeed::tuner

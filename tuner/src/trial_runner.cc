@@ -23,13 +23,19 @@
 #include "acspeed/process/exit_status.h"
 #include "acspeed/process/signals.h"
 #include "acspeed/process/spawn.h"
-#include "acspeed/process/supervise.h"
+#include "node_link.h"
 #include "rank_failure.h"
 
 namespace acspeed::tuner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long the evidence of a failed trial may take to settle: torchrun's failure table, the other
+// nodes' reports.
+constexpr auto kEvidenceWait = std::chrono::seconds(10);
+// How long another node's workers may take to end by themselves once node 0 closed the node link.
+constexpr auto kNodeZeroGoneGrace = std::chrono::seconds(15);
 
 int free_local_port() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -72,6 +78,14 @@ pid_t start_workers(const WorkerLaunch& l, int master_port, const std::string& c
     if (null_fd >= 0) close(null_fd);
     throw;
   }
+}
+
+// Kills a launcher (torchrun) and its ranks, and reaps it: its exit code.
+int kill_launcher(pid_t pid) {
+  // torchrun's ranks run in sessions of their own and die with it (parent-death signal).
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  return process::wait_exit(pid);
 }
 
 }  // namespace
@@ -138,6 +152,9 @@ WorkerGroup::WorkerGroup(WorkerLaunch launch) : launch_(std::move(launch)) {
       listen(listen_fd_, 4) != 0) {
     ACS_THROW(Error, "cannot listen on {}: {}", socket_path_, std::strerror(errno));
   }
+  if (launch_.nnodes > 1) {
+    links_ = std::make_unique<NodeLinks>(node_link_port(launch_.master_port), launch_.nnodes);
+  }
 }
 
 WorkerGroup::~WorkerGroup() {
@@ -179,6 +196,10 @@ void WorkerGroup::launch() {
       kill_workers();
       ACS_THROW(Error, "rank 0 did not connect within {} s: {}", launch_.start_timeout.count(), failure_text());
     }
+    if (const auto lost = node_lost()) {
+      kill_workers();
+      ACS_THROW(Error, "{}", *lost);
+    }
     pollfd pfd{listen_fd_, POLLIN, 0};
     if (poll(&pfd, 1, 200) > 0) conn_fd_ = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   }
@@ -187,6 +208,7 @@ void WorkerGroup::launch() {
 const WorkerHello& WorkerGroup::start() {
   if (conn_fd_ >= 0 && child_alive()) return *hello_;
   kill_workers();
+  if (const auto lost = node_lost()) ACS_THROW(Error, "{}", *lost);
   launch();
   bool eof = false;
   const auto line = read_line(Clock::now() + launch_.start_timeout, &eof);
@@ -225,6 +247,10 @@ std::optional<std::string> WorkerGroup::read_line(Clock::time_point deadline, bo
       return line;
     }
     process::throw_if_interrupted();
+    if (node_lost()) {  // that node's workers are gone with it: no answer is coming
+      *eof = true;
+      return std::nullopt;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return std::nullopt;
     pollfd pfd{conn_fd_, POLLIN, 0};
@@ -246,6 +272,15 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   TrialOutcome outcome;
   const auto started = Clock::now();
   auto finish = [&](TrialStatus status, std::string error) {
+    // A node that left the session is the cause, whatever its peers saw; what it reported before
+    // it went is kept.
+    if (status != TrialStatus::kOk) {
+      if (const auto lost = node_lost()) {
+        outcome.node_lost = true;
+        const auto before = explain_rank_failure(links_->reported_ranks());
+        error = before ? fmt::format("{}; before that: {}", *lost, *before) : *lost;
+      }
+    }
     outcome.status = status;
     outcome.error = std::move(error);
     outcome.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
@@ -259,6 +294,10 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   } catch (const Error& e) {
     return finish(TrialStatus::kFailed, e.what());
   }
+  if (links_) {
+    if (node_lost()) return finish(TrialStatus::kFailed, "");
+    links_->forget_reports();
+  }
   const std::string line = encode_trial(request) + "\n";
   if (send(conn_fd_, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
     return finish(TrialStatus::kFailed, "lost the connection to rank 0: " + failure_text());
@@ -269,7 +308,7 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   in_trial_ = false;
   if (!reply_line) {
     if (eof) {
-      let_the_launcher_end();
+      if (!node_lost()) await_evidence();  // a node that left is the cause: nothing to wait for
       return finish(TrialStatus::kFailed, failure_text());
     }
     std::string where = where_ranks_were(gather_rank_evidence(log_prefix_, log_path_));
@@ -294,8 +333,8 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
   outcome.reply = *reply;
   if (!reply->ok) {
     // Rank 0's error may be only the news that another rank went: ask the evidence which went first.
-    let_the_launcher_end();
-    const auto why = explain_rank_failure(gather_rank_evidence(log_prefix_, log_path_));
+    await_evidence();
+    const auto why = explain_rank_failure(evidence());
     return finish(TrialStatus::kFailed, why.value_or(reply->error));
   }
   return finish(TrialStatus::kOk, "");
@@ -308,10 +347,7 @@ void WorkerGroup::kill_workers() {
     conn_fd_ = -1;
   }
   if (child_ > 0 && !child_reaped_) {
-    // torchrun's ranks run in sessions of their own and die with it (parent-death signal).
-    kill(-child_, SIGKILL);
-    kill(child_, SIGKILL);
-    child_exit_ = process::wait_exit(child_);
+    child_exit_ = kill_launcher(child_);
     child_reaped_ = true;
   }
   child_ = -1;
@@ -326,16 +362,34 @@ void WorkerGroup::stop() {
   kill_workers();
 }
 
-void WorkerGroup::let_the_launcher_end() {
+void WorkerGroup::await_evidence() {
   // torchrun notices a failed rank, ends the others (SIGTERM) and writes its failure table: the
-  // exit codes the explanation needs. A launcher still running after 10 s is killed by the caller.
-  for (int i = 0; i < 100 && child_alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // exit codes the explanation needs; the other nodes' workers end too, and their acspeed-tune
+  // reports them. A launcher still running after that is killed by the caller.
+  const auto deadline = Clock::now() + kEvidenceWait;
+  while (Clock::now() < deadline && child_alive()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (links_) links_->await_reports(deadline);
+}
+
+std::optional<std::string> WorkerGroup::node_lost() {
+  if (!links_) return std::nullopt;
+  links_->poll(std::chrono::milliseconds(0));
+  return links_->lost();
+}
+
+std::vector<RankEvidence> WorkerGroup::evidence() const {
+  auto ranks = gather_rank_evidence(log_prefix_, log_path_,
+                                    child_reaped_ ? std::optional<int>(child_exit_) : std::nullopt);
+  if (!links_) return ranks;
+  for (auto& r : ranks) r.node = 0;
+  for (auto& r : links_->reported_ranks()) ranks.push_back(std::move(r));
+  return ranks;
 }
 
 std::string WorkerGroup::failure_text() const {
-  // The rank that failed first (rank_failure.h); else the launcher's explanation: acspeed.worker's
-  // "failed:" line, else the last error line.
-  if (auto why = explain_rank_failure(gather_rank_evidence(log_prefix_, log_path_))) return *why;
+  // The rank that failed first, on any node (rank_failure.h); else the launcher's explanation:
+  // acspeed.worker's "failed:" line, else the last error line.
+  if (auto why = explain_rank_failure(evidence())) return *why;
   std::ifstream in(log_path_);
   std::string line, worker_line, error_line, last_line;
   while (std::getline(in, line)) {
@@ -352,31 +406,52 @@ std::string WorkerGroup::failure_text() const {
   return fmt::format("{} (log: {})", text, log_path_);
 }
 
-void supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
-                       const std::function<void(const std::string&)>& note) {
+int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
+                      const std::function<void(const std::string&)>& note) {
   if (launch.master_port == 0) ACS_THROW(InvalidArgument, "nodes other than 0 need --master-port");
+  NodeLink link(launch.master_addr, node_link_port(launch.master_port), launch.node_rank, give_up);
   auto last_success = Clock::now();
+  int failed = 0;
   for (int attempt = 1;; ++attempt) {
-    process::throw_if_interrupted();
     const std::string log_prefix = fmt::format("{}/workers-{}", launch.work_dir, attempt);
+    const std::string log_path = log_prefix + ".log";
     const auto started = Clock::now();
-    process::SuperviseOptions options;
-    options.who = "acspeed-tune";
-    const auto result =
-        process::supervise({start_workers(launch, launch.master_port, "", log_prefix + ".log", log_prefix)}, options);
-    if (result.interrupted_by) throw process::Interrupted(result.interrupted_by);
-    const int code = result.exit_codes.front();
-    if (code == 0) {
+    const pid_t pid = start_workers(launch, launch.master_port, "", log_path, log_prefix);
+    std::optional<int> code;
+    std::optional<Clock::time_point> node0_gone;  // when node 0 closed the link
+    try {
+      while (!(code = process::poll_exit(pid))) {
+        process::throw_if_interrupted();
+        if (!node0_gone && link.closed(std::chrono::milliseconds(200))) node0_gone = Clock::now();
+        if (!node0_gone) continue;
+        if (Clock::now() - *node0_gone > kNodeZeroGoneGrace) {
+          code = kill_launcher(pid);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    } catch (const process::Interrupted&) {
+      kill_launcher(pid);
+      throw;
+    }
+    if (*code == 0) {
       note(fmt::format("node {}: workers ended cleanly (node 0 finished)", launch.node_rank));
-      return;
+      return failed;
+    }
+    ++failed;
+    link.report(attempt, *code, gather_rank_evidence(log_prefix, log_path, *code));
+    if (node0_gone || link.closed(std::chrono::milliseconds(0))) {
+      ACS_THROW(Error, "node {}: node 0's acspeed-tune closed the node link ({}): its session is over, so the "
+                "workers, which ended with {}, are not relaunched (log: {})", launch.node_rank, link.endpoint(),
+                process::describe_exit_code(*code), log_path);
     }
     // A run that lasted long enough had joined node 0's workers; a quick failure had not.
     if (Clock::now() - started > std::chrono::seconds(30)) last_success = Clock::now();
     note(fmt::format("node {}: workers ended ({}); relaunching to rejoin node 0", launch.node_rank,
-                     process::describe_exit_code(code)));
+                     process::describe_exit_code(*code)));
     if (Clock::now() - last_success > give_up) {
       ACS_THROW(Error, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})", launch.node_rank,
-                give_up.count(), log_prefix + ".log");
+                give_up.count(), log_path);
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }

@@ -7,10 +7,16 @@
 // outlives its timeout ends the workers (a rank that failed inside a collective cannot rejoin);
 // the next trial starts fresh ones. The workers are started by the process library (no shell sees
 // user strings); waits give up with process::Interrupted when SIGINT/SIGTERM/SIGHUP arrives.
+//
+// Several nodes: node 0's group also holds the node link (node_link.h) to the acspeed-tune of every
+// other node, which restarts that node's workers whenever they end (supervise_workers) and reports
+// what they left behind; a trial's failure is explained from every node's ranks, and a node whose
+// acspeed-tune is gone fails the trial at once and every start after it.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -18,8 +24,11 @@
 
 #include "acspeed/process/spawn.h"
 #include "protocol.h"
+#include "rank_failure.h"
 
 namespace acspeed::tuner {
+
+class NodeLinks;
 
 struct WorkerLaunch {
   std::string python;                    // interpreter (ACSPEED_PYTHON / the recorded one)
@@ -29,7 +38,8 @@ struct WorkerLaunch {
   int node_rank = 0;
   int nproc_per_node = 2;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: a free local port for each launch (single node only)
+  int master_port = 0;  // 0: a free local port for each launch (single node only); several nodes: the
+                        // rendezvous port, and the node link's is the next one (node_link.h)
   std::string work_dir;  // socket and worker logs (must exist)
   std::chrono::seconds start_timeout{600};  // from launch to rank 0's hello (model build, rendezvous)
   int stack_dump_s = 0;  // > 0: a trial running this long dumps every rank's stack into its log
@@ -48,6 +58,7 @@ struct TrialOutcome {
   std::string error;  // failed / timeout: why
   TrialReply reply;   // ok: what rank 0 reported
   double wall_s = 0;  // request to result, as the tuner saw it
+  bool node_lost = false;  // failed because a node's acspeed-tune is gone: no later trial can run
 };
 
 // The argv that launches one node's workers (shown by --dry-run, used by WorkerGroup); each rank
@@ -57,7 +68,7 @@ std::vector<std::string> torchrun_argv(const WorkerLaunch& launch, int master_po
 
 class WorkerGroup {
  public:
-  // Node 0 only: the group this tuner talks to.
+  // Node 0 only: the group this tuner talks to; with several nodes it listens for the node link.
   explicit WorkerGroup(WorkerLaunch launch);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -65,12 +76,13 @@ class WorkerGroup {
 
   // Launches the workers unless they run, and waits for rank 0's hello. Throws InvalidArgument when
   // the --model names nothing buildable, Error with the workers' own error for other failures to
-  // start (rendezvous timeout, out of memory...).
+  // start (rendezvous timeout, out of memory...) and at once, naming it, when a node left the session.
   const WorkerHello& start();
   // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
-  // A failed trial's error names the rank that failed first, its exit status or signal and the last
-  // lines of its log (rank_failure.h), not the error its peers saw when it went; a timed-out trial's
-  // says where each rank's stack was.
+  // A failed trial's error names the rank that failed first, on whichever node, its exit status or
+  // signal and the last lines of its log (rank_failure.h), not the error its peers saw when it went;
+  // a timed-out trial's says where each rank's stack was; a node that left the session is named
+  // first (node_lost).
   TrialOutcome run(const TrialRequest& request, std::chrono::seconds timeout);
   // Asks idle workers to end, then kills what is left (workers in a trial cannot hear it: killed).
   void stop();
@@ -81,8 +93,11 @@ class WorkerGroup {
   void launch();
   void kill_workers();
   std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline, bool* eof);
+  // Every rank's evidence: this node's, and what the other nodes reported since the trial began.
+  std::vector<RankEvidence> evidence() const;
   std::string failure_text() const;
-  void let_the_launcher_end();
+  void await_evidence();
+  std::optional<std::string> node_lost();
   bool child_alive();
 
   WorkerLaunch launch_;
@@ -98,13 +113,17 @@ class WorkerGroup {
   std::string log_prefix_;  // the ranks' own logs: PREFIX-rankR.log
   int launches_ = 0;
   std::optional<WorkerHello> hello_;
+  std::unique_ptr<NodeLinks> links_;  // several nodes only
 };
 
-// Nodes other than 0: launches the local workers and relaunches them whenever node 0 restarts its
-// own (a failed trial), until the workers end cleanly (node 0 sent "stop") or `give_up` passes
-// without a successful rendezvous (throws Error). What happens goes to `note`; throws
-// process::Interrupted when interrupted.
-void supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
-                       const std::function<void(const std::string&)>& note);
+// Nodes other than 0: links to node 0's tuner (node_link.h), launches the local workers and
+// relaunches them whenever they end abnormally (a failed trial: node 0 restarts its own), reporting
+// each time what they left behind, until the workers end cleanly (node 0 sent "stop"; returns the
+// number of launches that did not) or `give_up` passes without a successful rendezvous (throws
+// Error). When node 0 closes the link its session is over: the workers get a grace period to end
+// cleanly, then are killed, and a failure is not relaunched (throws Error). What happens goes to
+// `note`; throws process::Interrupted when interrupted (the workers killed).
+int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
+                      const std::function<void(const std::string&)>& note);
 
 }  // namespace acspeed::tuner

@@ -110,9 +110,10 @@ std::vector<std::string> plan_lines(const TuneOptions& options, const std::strin
 // failures: they are in the result.
 SessionResult run_session(const TuneOptions& options, Store& store, SessionObserver& observer);
 
-// Nodes other than 0: launches the local workers and relaunches them whenever node 0 restarts its
-// own, until node 0 ends the session. Throws Error when no rendezvous happened for long, and
-// process::Interrupted.
+// Nodes other than 0: links to node 0's tuner, launches the local workers and relaunches them
+// whenever they fail (reporting to node 0 what they left), until node 0 ends the session. The work
+// folder is removed, or kept and named when a launch failed. Throws Error when no rendezvous
+// happened for long or node 0 went away, and process::Interrupted.
 void supervise_node(const TuneOptions& options, SessionObserver& observer);
 
 }  // namespace acspeed::tuner
