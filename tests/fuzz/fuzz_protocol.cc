@@ -1,8 +1,9 @@
 // Fuzz target: the worker protocol's messages (tuner/src/protocol.cc), one JSON line each way, and
-// the node link's (what another node's acspeed-tune sends node 0 over TCP).
-// The input is decoded as a line from rank 0, as a line from the tuner and as a node link line.
-// Properties: any line is either a message or an acspeed::Error (nothing else escapes); a decoded
-// hello, result, trial or node message encodes to a line that decodes and encodes to the same line again.
+// the node link's (what another node's acspeed-tune sends node 0 over TCP, and node 0's requests).
+// The input is decoded as a line from rank 0, as a line from the tuner, as a node link line and as
+// a line from node 0. Properties: any line is either a message or an acspeed::Error (nothing else
+// escapes); a decoded hello, result, trial, node or end_workers message encodes to a line that
+// decodes and encodes to the same line again.
 #include <string>
 #include <variant>
 
@@ -65,6 +66,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::broken("an encoded node message decodes", once + "\n" + e.what());
     }
     if (twice != once) fuzz::broken("a node message is stable over a round trip", once + "\n---\n" + twice);
+  } catch (const Error&) {
+  }
+  try {
+    const std::string once = encode_end_workers(decode_node_zero_message(line));
+    std::string twice;
+    try {
+      twice = encode_end_workers(decode_node_zero_message(once));
+    } catch (const Error& e) {
+      fuzz::broken("an encoded end_workers decodes", once + "\n" + e.what());
+    }
+    if (twice != once) fuzz::broken("end_workers is stable over a round trip", once + "\n---\n" + twice);
   } catch (const Error&) {
   }
   return 0;

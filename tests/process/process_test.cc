@@ -2,11 +2,17 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "acspeed/process/exit_status.h"
 #include "acspeed/process/run.h"
@@ -21,6 +27,13 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 TEST(Process, RunFeedsStdinAndCapturesOutput) {
@@ -64,11 +77,8 @@ TEST(Process, SpawnedCommandSeesItsEnvironmentAndArgumentsVerbatim) {
   const pid_t pid = spawn(options);
   const auto result = supervise({pid}, {});
   EXPECT_EQ(result.exit_code(), 0);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string got = read_text(path);
   unlink(path);
-  const std::string got = text.str();
   EXPECT_EQ(got.substr(0, got.rfind('|')), "7|$HOME; *");
   // Own process group (field 5 of /proc/self/stat of the shell is its pgid = its pid).
   EXPECT_EQ(got.substr(got.rfind('|') + 1), std::to_string(pid));
@@ -122,6 +132,108 @@ TEST(Process, CommandIgnoringSigtermIsKilledAfterTheGrace) {
   const auto result = supervise({spawn(stubborn)}, options);
   EXPECT_LT(since(start), 10.0);
   EXPECT_EQ(result.exit_codes[0], 128 + SIGKILL);
+}
+
+// A folder of its own under /tmp, removed with what it holds.
+class TempDir {
+ public:
+  TempDir() {
+    char path[] = "/tmp/acspeed-process-test-XXXXXX";
+    if (mkdtemp(path) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = path;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Whether `pid` is gone or a zombie (dead, not yet reaped by its parent), waiting up to `wait_s`.
+bool ends_within(pid_t pid, double wait_s) {
+  const auto start = Clock::now();
+  for (;;) {
+    const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
+    const auto paren = stat.rfind(')');
+    if (stat.empty() || (paren != std::string::npos && stat.substr(paren + 2, 1) == "Z")) return true;
+    if (since(start) > wait_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// `sh -c 'sh -c INNER & wait'`: a shell that SIGTERM ends at once (as `sh -c 'acspeed-tune ...'`
+// does), leaving INNER in its process group; INNER gets `$0` = arg0 and `$1` = arg1.
+SpawnOptions shell_leaving(const std::string& inner, const std::string& arg0, const std::string& arg1) {
+  SpawnOptions options;
+  options.argv = {"sh", "-c", "sh -c \"$1\" \"$2\" \"$3\" & wait", "outer", inner, arg0, arg1};
+  return options;
+}
+
+// Fails with exit code 5 once `ready` exists.
+SpawnOptions failing_once(const std::string& ready) {
+  SpawnOptions options;
+  options.argv = {"sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; exit 5", ready};
+  return options;
+}
+
+TEST(Process, WhatAStoppedCommandLeftInItsGroupGetsTheGracePeriodAndIsWaitedFor) {
+  const TempDir dir;
+  // The member handles SIGTERM for a second, then says so: it must not be SIGKILLed when its shell,
+  // ended by the same SIGTERM, is reaped.
+  const auto shell = shell_leaving("trap 'sleep 1; echo handled > \"$0\"; exit 0' TERM; sleep 30 & touch \"$1\"; wait",
+                                   dir.file("handled"), dir.file("ready"));
+  SuperviseOptions options;
+  options.grace_s = 30;
+  const auto start = Clock::now();
+  const auto result = supervise({spawn(failing_once(dir.file("ready"))), spawn(shell)}, options);
+  EXPECT_LT(since(start), 20.0);  // returned once the group was empty, not at the end of the grace
+  EXPECT_EQ(result.exit_codes[0], 5);
+  EXPECT_EQ(result.exit_codes[1], 128 + SIGTERM);  // the shell died at once
+  EXPECT_EQ(read_text(dir.file("handled")), "handled\n");  // its member had its second, and was waited for
+}
+
+TEST(Process, WhatAStoppedCommandLeftIgnoringSigtermIsKilledWhenTheGracePeriodEnds) {
+  const TempDir dir;
+  const auto shell = shell_leaving("trap '' TERM; sleep 30 & echo \"$$ $!\" > \"$1\"; wait", "stubborn",
+                                   dir.file("ready"));
+  SuperviseOptions options;
+  options.grace_s = 1;
+  const auto start = Clock::now();
+  const auto result = supervise({spawn(failing_once(dir.file("ready"))), spawn(shell)}, options);
+  const double took = since(start);
+  EXPECT_GE(took, 0.9);   // the members had the grace period
+  EXPECT_LT(took, 10.0);  // and no more
+  EXPECT_EQ(result.exit_codes[1], 128 + SIGTERM);
+  std::istringstream pids(read_text(dir.file("ready")));
+  pid_t member = 0, sleeper = 0;
+  ASSERT_TRUE(pids >> member >> sleeper);
+  EXPECT_TRUE(ends_within(member, 5)) << member;  // SIGKILLed as the grace period ended
+  EXPECT_TRUE(ends_within(sleeper, 5)) << sleeper;
+}
+
+TEST(Process, AZombieInAStoppedGroupDoesNotHoldTheSupervisorPastTheGracePeriod) {
+  SpawnOptions sleeper;
+  sleeper.argv = {"sleep", "30"};
+  const pid_t group = spawn(sleeper);
+  // A child of ours that joins that group and exits: a zombie there until we reap it, so the
+  // group never looks empty to kill().
+  const pid_t zombie = fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) _exit(setpgid(0, group) == 0 ? 0 : 1);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  ASSERT_EQ(info.si_status, 0) << "the child could not join the group";
+  SpawnOptions fail;
+  fail.argv = {"sh", "-c", "exit 5"};
+  SuperviseOptions options;
+  options.grace_s = 2;
+  const auto start = Clock::now();
+  const auto result = supervise({spawn(fail), group}, options);
+  const double took = since(start);
+  EXPECT_GE(took, 1.9);   // the group was waited for
+  EXPECT_LT(took, 10.0);  // until the SIGKILL, not forever
+  EXPECT_EQ(result.exit_codes[1], 128 + SIGTERM);
+  EXPECT_EQ(wait_exit(zombie), 0);
 }
 
 TEST(Process, InterruptionIsForwardedAndReported) {
@@ -197,11 +309,9 @@ TEST(Process, SpawnRedirectsOutputToTheGivenDescriptors) {
   close(options.stdin_fd);
   close(log);
   EXPECT_EQ(wait_exit(pid), 0);  // cat ended at once: its stdin was /dev/null
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string got = read_text(path);
   unlink(path);
-  EXPECT_EQ(text.str(), "to-out\nto-err\n");
+  EXPECT_EQ(got, "to-out\nto-err\n");
 }
 
 TEST(Process, ChildGetsTheDefaultSignalMaskBack) {

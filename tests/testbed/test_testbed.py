@@ -232,43 +232,52 @@ def test_the_benchmark_example_runs_unchanged_on_two_nodes(testbed, cluster, tmp
     assert record["environment"]["ACSPEED_INSTANCE_TYPE"] == "testbed-2x1@2gbit"
 
 
+def two_node_tune(tune_binary, isolated_store, repo_root, markers, faults, trial_timeout):
+    """The environment and the `sh -c` command (the README's recipe, no exec) of a tuning session of
+    tiny_models:faulty_mlp on two nodes, whose rank 1 (on node 1) fires `faults`."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ["PYTHONPATH"]]),
+               ACSPEED_PYTHON=sys.executable, TINY_FAULTS=faults, TINY_FAULT_RANK="1", TINY_FAULT_DIR=str(markers))
+    tune = [str(tune_binary), "--db", str(isolated_store), "--model", "tiny_models:faulty_mlp", "--bucket-mb", "1,25",
+            "--algorithms", "allreduce", "--streams", "1", "--strategy", "grid", "--trial-timeout", str(trial_timeout),
+            "--warmup", "1", "--steps", "2", "--repeats", "3", "--nproc-per-node", "1", "--seed", "5"]
+    script = shlex.join(tune) + \
+        ' --nnodes "$NNODES" --node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
+    return env, ["sh", "-c", script]
+
+
 @needs_root
 @slow
 def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(testbed, tune_binary, cluster, tmp_path,
                                                                             repo_root, isolated_store):
     """One node of a tuning session dying (issue 16): on two nodes, node 1's rank exits with status 3
-    in one trial, and its whole torchrun is killed (SIGKILL) in the next (test-only faults of
-    tiny_models:faulty_mlp). Each trial is stored naming rank 1 on node 1, how it ended and the last
-    lines of its log (node 1 reports them over the node link), never the lost peer rank 0 saw; node 1
-    restarts its workers, no trial waits for them until the start timeout, the session ends with a
-    decision, and nothing is left: no process, namespace or state file, no folder but the two kept
-    worker-log folders the nodes name. CI cost: one session of three worker launches per node,
-    20-39 s of wall time at load 1-3.5 and about 40 s of CPU on the two-core development machine."""
+    in one trial, its whole torchrun is killed (SIGKILL) in the next, and it hangs in forward in the
+    third (test-only faults of tiny_models:faulty_mlp). The failed trials are stored naming rank 1 on
+    node 1, how it ended and the last lines of its log (node 1 reports them over the node link),
+    never the lost peer rank 0 saw; the hung one times out saying where the ranks of both nodes were
+    (node 0 asks node 1 to end its workers, and node 1 reports their stack dumps). Node 1 restarts
+    its workers, no trial waits for them until the start timeout, the session ends with a decision,
+    and nothing is left: no process, namespace or state file, no folder but the two kept worker-log
+    folders the nodes name. CI cost: one session of four worker launches per node and one 15 s trial
+    timeout, 54-63 s of wall time at load 5 and about 36 s of CPU on the two-core development machine."""
     name, state_dir = cluster
     markers = tmp_path / "faults"
     markers.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ["PYTHONPATH"]]),
-               ACSPEED_PYTHON=sys.executable, TINY_FAULTS="exit,kill_launcher", TINY_FAULT_RANK="1",
-               TINY_FAULT_DIR=str(markers))
-    tune = [str(tune_binary), "--db", str(isolated_store), "--model", "tiny_models:faulty_mlp", "--bucket-mb", "1,25",
-            "--algorithms", "allreduce", "--streams", "1", "--strategy", "grid", "--trial-timeout", "15",
-            "--warmup", "1", "--steps", "2", "--repeats", "3", "--nproc-per-node", "1", "--seed", "5"]
-    script = shlex.join(tune) + \
-        ' --nnodes "$NNODES" --node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
+    env, command = two_node_tune(tune_binary, isolated_store, repo_root, markers, "exit,kill_launcher,hang", 15)
     work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
-    result = run(testbed, state_dir, "run", "2x1", "--name", name, "--timeout", "400", "--", "sh", "-c", script,
+    result = run(testbed, state_dir, "run", "2x1", "--name", name, "--timeout", "400", "--", *command,
                  timeout=450, env=env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert sorted(os.listdir(markers)) == ["exit", "kill_launcher"]
+    assert sorted(os.listdir(markers)) == ["exit", "hang", "kill_launcher"]
 
     with sqlite3.connect(isolated_store) as db:
         trials = db.execute("SELECT role, status, error, started_at, finished_at FROM trials ORDER BY ordinal").fetchall()
         assert db.execute("SELECT status FROM sessions").fetchall() == [("done",)]
         assert db.execute("SELECT COUNT(*) FROM decisions WHERE active = 1").fetchone() == (1,)
-    # Two nodes: the step model's two trials come first, and the faults fire in them.
-    assert [(t[0], t[1]) for t in trials[:2]] == [("compute", "failed"), ("calibration", "failed")], trials
-    assert trials[2:] and all(t[1] == "ok" for t in trials[2:]), trials
-    exited, killed = trials[0][2], trials[1][2]
+    # Two nodes: the step model's two trials come first, and the faults fire in them and the next.
+    assert [(t[0], t[1]) for t in trials[:3]] == [("compute", "failed"), ("calibration", "failed"),
+                                                  ("search", "timeout")], trials
+    assert trials[3:] and all(t[1] == "ok" for t in trials[3:]), trials
+    exited, killed, hung = trials[0][2], trials[1][2], trials[2][2]
     assert exited.startswith("rank 1 (node 1) ended with exit code 3 without reporting an error; "
                              "last lines of its log: "), exited
     assert "tiny_models: firing exit" in exited
@@ -278,6 +287,13 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     for error in (exited, killed):
         assert "GLHF" not in error and "closed by peer" not in error, error
         assert re.search(r"\(log: /tmp/acspeed-tune-\w+/workers-\d+-rank1\.log on node 1\)$", error), error
+    assert re.fullmatch(r"no result within the trial timeout of 15 s; where the ranks were after 11 s: "
+                        r"rank 0 \(node 0\) in .+; rank 1 \(node 1\) in _fire_next_fault \(tiny_models\.py:\d+\)"
+                        r"( from .+)? \(logs: /tmp/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 0, "
+                        r"/tmp/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 1\)", hung), hung
+    output = result.stdout + result.stderr
+    assert re.search(r"^node 1: node 0's trial \d+ timed out: ended this node's workers too", output, re.M), \
+        output[-4000:]
     # No trial waited for node 1's workers until the start timeout (120 s), the failed ones least of all.
     for role, status, _, started_at, finished_at in trials:
         took = (datetime.datetime.fromisoformat(finished_at.rstrip("Z"))
@@ -286,7 +302,6 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
 
     # Nothing left behind: the cluster (the fixture checks it), no process, and no temporary folder
     # but the worker logs each node names (its control socket gone).
-    output = result.stdout + result.stderr
     kept = set(re.findall(r"^worker logs kept in (\S+)$", output, re.M))
     kept |= set(re.findall(r"^node 1: worker logs kept in (\S+)$", output, re.M))
     assert len(kept) == 2, output[-4000:]
@@ -297,3 +312,65 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
         assert left and all(name.endswith((".log", ".failed.json")) for name in left), left
         shutil.rmtree(folder)
     assert processes_mentioning(str(isolated_store)) == []
+
+
+@needs_root
+@slow
+def test_when_node_1s_tune_dies_node_0_still_ends_its_session(testbed, tune_binary, cluster, tmp_path, repo_root,
+                                                             isolated_store):
+    """Node 1's acspeed-tune killed (SIGKILL) while a trial hangs: its `sh -c` command fails, so the
+    testbed SIGTERMs node 0's, whose shell dies of it at once; the acspeed-tune left in its process
+    group still gets the testbed's grace period (it used to be SIGKILLed as soon as its shell was
+    reaped, leaving its session `running` and its work folder with control.sock behind). Node 0's
+    session ends stored as interrupted (or failed: node 1 left), and node 0 leaves no folder but
+    the worker logs it names. CI cost: one session start on two nodes, 13-14 s of wall time at load 5
+    on the two-core development machine."""
+    name, state_dir = cluster
+    markers = tmp_path / "faults"
+    markers.mkdir()
+    env, command = two_node_tune(tune_binary, isolated_store, repo_root, markers, "hang", 120)
+    proc = subprocess.Popen([testbed, "--state-dir", state_dir, "run", "2x1", "--name", name, "--timeout", "300", "--",
+                             *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not (markers / "hang").exists():  # node 1's rank hangs in the first trial's forward
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=60)
+            time.sleep(0.2)
+        tunes = [processes_mentioning(str(tune_binary), f"--node-rank {node} ", str(isolated_store)) for node in (0, 1)]
+        assert [len(pids) for pids in tunes] == [1, 1], tunes
+        work_dirs = [work_dir_of(pids[0]) for pids in tunes]
+        os.kill(tunes[1][0], signal.SIGKILL)
+        killed_at = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    took = time.monotonic() - killed_at
+    assert proc.returncode != 0
+    assert took < 30, (took, err[-4000:])  # within the testbed's grace period (10 s) and its teardown
+    with sqlite3.connect(isolated_store) as db:
+        (status,), = db.execute("SELECT status FROM sessions").fetchall()
+    assert status in ("interrupted", "failed"), (status, err[-4000:])
+
+    # Node 0's folder is gone, or (failed: node 1 left) kept with logs only and named; node 1's
+    # acspeed-tune was killed, so its folder stays. No process is left in either.
+    kept = re.findall(r"^worker logs kept in (\S+)$", out + err, re.M)
+    assert kept == ([work_dirs[0]] if status == "failed" else []), (kept, work_dirs, err[-4000:])
+    assert os.path.exists(work_dirs[0]) == bool(kept)
+    for folder in work_dirs:
+        assert processes_mentioning(folder) == []
+        if os.path.exists(folder):
+            assert "control.sock" not in os.listdir(folder), folder
+            shutil.rmtree(folder)
+    assert processes_mentioning(str(isolated_store)) == []
+
+
+def work_dir_of(tune_pid):
+    """The work folder of a running acspeed-tune: where its torchrun's --log-prefix points."""
+    children = pathlib.Path(f"/proc/{tune_pid}/task/{tune_pid}/children").read_text().split()
+    for child in children:
+        argv = pathlib.Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+        if "--log-prefix" in argv:
+            return os.path.dirname(argv[argv.index("--log-prefix") + 1])
+    raise AssertionError(f"acspeed-tune {tune_pid} runs no workers: children {children}")

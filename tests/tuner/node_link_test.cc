@@ -1,6 +1,7 @@
 // The node link between node 0's tuner and the other nodes' acspeed-tune (tuner/src/node_link.h),
-// over loopback: a node's report reaches node 0 with its node and its times on node 0's clock; a
-// link that closes is a node that left the session; what is not a node of the session is refused.
+// over loopback: a node's report reaches node 0 with its node and its times on node 0's clock; node
+// 0's request to end the workers reaches every node; a link that closes is a node that left the
+// session; what is not a node of the session is refused.
 #include "node_link.h"
 
 #include <arpa/inet.h>
@@ -96,6 +97,28 @@ TEST(NodeLink, NodeZerosEndClosesTheLinkOnTheOtherNode) {
   links.reset();
   EXPECT_TRUE(node1.closed(milliseconds(2000)));
   node1.report(1, 1, {});  // into a closed link: not an error
+}
+
+TEST(NodeLink, NodeZerosRequestToEndTheWorkersReachesEveryLinkedNodeOnce) {
+  NodeLinks links(0, 3);
+  NodeLink node1("127.0.0.1", links.port(), 1, seconds(5));
+  NodeLink node2("127.0.0.1", links.port(), 2, seconds(5));
+  RankEvidence rank;
+  node1.report(1, 1, {rank});
+  node2.report(1, 1, {rank});
+  ASSERT_TRUE(poll_until(links, [&] { return links.reported_ranks().size() == 2; }));  // both linked
+  links.end_workers(7);
+  for (NodeLink* node : {&node1, &node2}) {
+    std::optional<EndWorkers> request;
+    const auto deadline = Clock::now() + seconds(5);
+    while (!request && Clock::now() < deadline) {
+      EXPECT_FALSE(node->closed(milliseconds(50)));
+      request = node->take_end_request();
+    }
+    ASSERT_TRUE(request);
+    EXPECT_EQ(request->trial, 7);
+    EXPECT_FALSE(node->take_end_request());  // taken once
+  }
 }
 
 TEST(NodeLink, WhatIsNotANodeOfTheSessionIsRefusedAndLeavesNoTrace) {

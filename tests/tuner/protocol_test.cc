@@ -118,6 +118,7 @@ TEST(Protocol, NodeLinkMessagesRoundTripAndBadOnesAreErrors) {
   rank.caught_at_s = 0.25;
   rank.log_path = "/tmp/w/workers-1-rank1.log";
   rank.log_tail = {"a", "b"};
+  rank.stack = "forward (m.py:9)";
   RankEvidence silent;
   silent.rank = 2;
   silent.launcher_exit_code = 137;
@@ -132,9 +133,11 @@ TEST(Protocol, NodeLinkMessagesRoundTripAndBadOnesAreErrors) {
   EXPECT_EQ(back.ranks[0].error, "RuntimeError: x");
   EXPECT_EQ(back.ranks[0].caught_at_s, 0.25);
   EXPECT_EQ(back.ranks[0].log_tail, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(back.ranks[0].stack, "forward (m.py:9)");
   EXPECT_FALSE(back.ranks[1].exit_code);
   EXPECT_EQ(back.ranks[1].launcher_exit_code, 137);
   EXPECT_FALSE(back.ranks[1].error);
+  EXPECT_FALSE(back.ranks[1].stack);
   for (const char* bad : {R"({"v":1,"type":"node","node_rank":0})", R"({"v":1,"type":"node"})",
                           R"({"v":1,"type":"workers_ended","node_rank":1,"launch":1,"launcher_exit_code":1})",
                           R"({"v":1,"type":"workers_ended","node_rank":1,"launch":1,"launcher_exit_code":1,)"
@@ -143,6 +146,14 @@ TEST(Protocol, NodeLinkMessagesRoundTripAndBadOnesAreErrors) {
                           R"("ranks":[{"rank":1,"error":"x"}]})",
                           R"({"v":1,"type":"hello"})", R"({"v":2,"type":"node","node_rank":1})", "GET / HTTP/1.1"}) {
     EXPECT_THROW(decode_node_message(bad), Error) << bad;
+  }
+  // Node 0's request, the other way.
+  EXPECT_EQ(encode_end_workers({7}), R"({"trial":7,"type":"end_workers","v":1})");
+  EXPECT_EQ(decode_node_zero_message(encode_end_workers({7})).trial, 7);
+  for (const char* bad : {R"({"v":1,"type":"end_workers"})", R"({"v":1,"type":"end_workers","trial":-1})",
+                          R"({"v":1,"type":"end_workers","trial":"7"})", R"({"v":1,"type":"node","node_rank":1})",
+                          R"({"v":2,"type":"end_workers","trial":7})", "end"}) {
+    EXPECT_THROW(decode_node_zero_message(bad), Error) << bad;
   }
 }
 

@@ -206,6 +206,38 @@ Thread 0x00007f0000000001 (most recent call first):
             "rank 0 in py_impl (_ops.py:126)");
 }
 
+TEST_F(RankFailureTest, RanksOfSeveralNodesAreNamedWithTheirNodeAndTheirLogs) {
+  rank_log(0, R"(Timeout (0:00:11)!
+Thread 0x00007f0000000002 (most recent call first):
+  File "/site-packages/torch/autograd/graph.py", line 829 in _engine_run_backward
+  File "/repo/python/acspeed/worker.py", line 264 in run
+)");
+  auto ranks = gather_rank_evidence(prefix_, prefix_ + ".log");
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].stack, "_engine_run_backward (graph.py:829) from run (worker.py:264)");
+  ranks[0].node = 0;
+  // Another node's rank, as its report brought it: the stack was read there.
+  RankEvidence other;
+  other.rank = 1;
+  other.node = 1;
+  other.log_path = "/tmp/n1/workers-3-rank1.log";
+  other.stack = "_fire_next_fault (tiny_models.py:80)";
+  ranks.push_back(other);
+  RankEvidence no_log;  // a rank that left no log is not listed
+  no_log.rank = 2;
+  no_log.node = 1;
+  ranks.push_back(no_log);
+  EXPECT_EQ(where_ranks_were(ranks), "rank 0 (node 0) in _engine_run_backward (graph.py:829) from run (worker.py:264); "
+                                     "rank 1 (node 1) in _fire_next_fault (tiny_models.py:80)");
+  EXPECT_EQ(rank_logs(ranks), prefix_ + "-rank*.log on node 0, /tmp/n1/workers-3-rank*.log on node 1");
+}
+
+TEST_F(RankFailureTest, OneLaunchsLogsAreOnePattern) {
+  rank_log(0, "a\n");
+  rank_log(1, "b\n");
+  EXPECT_EQ(rank_logs(gather_rank_evidence(prefix_, prefix_ + ".log")), prefix_ + "-rank*.log");
+}
+
 TEST_F(RankFailureTest, ARankWithoutADumpSaysSo) {
   rank_log(0, "no dump here\n");
   EXPECT_EQ(where_ranks_were(gather_rank_evidence(prefix_, prefix_ + ".log")), "rank 0 left no stack dump");

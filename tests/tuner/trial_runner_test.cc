@@ -2,7 +2,8 @@
 // many trials; a crashed or hung trial is failed / timed out with the workers' own error and the
 // next trial gets fresh workers; a --model that cannot be built is a usage error. With two nodes,
 // the test plays node 1's acspeed-tune on the node link: what it reports names the failed trial's
-// rank, and when it leaves, the trial in flight fails at once and so does every start after it.
+// rank, a timed-out trial asks it to end its workers and says where its ranks were, and when it
+// leaves, the trial in flight fails at once and so does every start after it.
 #include "trial_runner.h"
 
 #include <stdlib.h>
@@ -173,6 +174,43 @@ TEST_F(TrialRunnerTest, ARankOfAnotherNodeIsNamedFromWhatThatNodeReported) {
   EXPECT_EQ(outcome.error, "rank 1 (node 1) ended with exit code 3 without reporting an error; last lines of its log: "
                            "tiny_models: firing exit (log: /tmp/n1/workers-1-rank1.log on node 1)");
   // Node 1 relaunches its workers; node 0 does too, and the session goes on.
+  EXPECT_EQ(group.run(request(1), std::chrono::seconds(10)).status, TrialStatus::kOk);
+}
+
+TEST_F(TrialRunnerTest, ATimedOutTrialEndsTheOtherNodesWorkersAndSaysWhereEveryNodesRanksWere) {
+  two_nodes();
+  mode("hang:0");
+  launch_.stack_dump_s = 1;
+  // Rank 0's log with its stack dump, as the worker's faulthandler writes it (the fake writes none).
+  std::ofstream(dir_ + "/workers-1-rank0.log") << "Timeout (0:00:01)!\nThread 0x1 (most recent call first):\n"
+                                                  "  File \"/repo/python/acspeed/worker.py\", line 264 in run\n";
+  WorkerGroup group(launch_);
+  NodeLink node1("127.0.0.1", launch_.master_port + 1, 1, std::chrono::seconds(5));
+  std::optional<EndWorkers> asked;
+  std::thread other_node([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!asked && std::chrono::steady_clock::now() < deadline) {
+      node1.closed(std::chrono::milliseconds(50));
+      asked = node1.take_end_request();
+    }
+    if (!asked) return;
+    // Its hung rank, killed on node 0's request: where its stack was, read from its log there.
+    RankEvidence hung;
+    hung.rank = 1;
+    hung.launcher_exit_code = 137;
+    hung.log_path = "/tmp/n1/workers-1-rank1.log";
+    hung.stack = "_fire_next_fault (tiny_models.py:80)";
+    node1.report(1, 137, {hung});
+  });
+  const auto outcome = group.run(request(0), std::chrono::seconds(2));
+  other_node.join();
+  ASSERT_TRUE(asked) << "node 1 was not asked to end its workers";
+  EXPECT_EQ(asked->trial, 0);
+  EXPECT_EQ(outcome.status, TrialStatus::kTimeout);
+  EXPECT_EQ(outcome.error, "no result within the trial timeout of 2 s; where the ranks were after 1 s: "
+                           "rank 0 (node 0) in run (worker.py:264); rank 1 (node 1) in _fire_next_fault "
+                           "(tiny_models.py:80) (logs: " + dir_ + "/workers-1-rank*.log on node 0, "
+                           "/tmp/n1/workers-1-rank*.log on node 1)");
   EXPECT_EQ(group.run(request(1), std::chrono::seconds(10)).status, TrialStatus::kOk);
 }
 

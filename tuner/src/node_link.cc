@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -249,6 +250,14 @@ void NodeLinks::forget_reports() {
   for (auto& [node, linked] : linked_) linked.report.reset();
 }
 
+void NodeLinks::end_workers(int64_t trial) {
+  const std::string line = encode_end_workers({trial});
+  // A link that fails here has closed: the next poll() sees it.
+  for (const auto& peer : peers_) {
+    if (peer.node) send_line(peer.fd, line);
+  }
+}
+
 void NodeLinks::await_reports(Clock::time_point deadline) {
   for (;;) {
     poll(std::chrono::milliseconds(0));
@@ -319,10 +328,33 @@ bool NodeLink::closed(std::chrono::milliseconds wait) {
   if (closed_) return true;
   pollfd pfd{fd_, POLLIN, 0};
   if (::poll(&pfd, 1, static_cast<int>(wait.count())) <= 0) return false;
-  char chunk[4096];
-  const ssize_t n = recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT);  // node 0 sends nothing: data is ignored
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) closed_ = true;
+  for (;;) {
+    char chunk[4096];
+    const ssize_t n = recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) closed_ = true;
+    break;
+  }
+  for (size_t newline; (newline = buffer_.find('\n')) != std::string::npos;) {
+    const std::string line = buffer_.substr(0, newline);
+    buffer_.erase(0, newline + 1);
+    try {
+      end_request_ = decode_node_zero_message(line);
+    } catch (const Error& e) {
+      ACS_WARN("node link to node 0 ({}): {}; ignoring it", endpoint_, e.what());
+    }
+  }
+  if (buffer_.size() > kMaxLine) {
+    ACS_WARN("node link to node 0 ({}): a line longer than {} bytes; ignoring it", endpoint_, kMaxLine);
+    buffer_.clear();
+  }
   return closed_;
 }
+
+std::optional<EndWorkers> NodeLink::take_end_request() { return std::exchange(end_request_, std::nullopt); }
 
 }  // namespace acspeed::tuner

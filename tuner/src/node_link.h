@@ -5,7 +5,10 @@
 // (rank_failure.h: exit codes, errors, the last lines of each rank's log), so that node 0 names the
 // rank of another node that made a trial fail, not the lost peer its own rank saw. A link that
 // closes says that node's acspeed-tune is gone: its workers can no longer be restarted, so node 0
-// ends the session at once instead of waiting for them at every later trial.
+// ends the session at once instead of waiting for them at every later trial. When a trial times
+// out, node 0 asks the other nodes to end their workers, which may hang where node 0 cannot reach
+// them: each reports what they left (their stack dumps among it), so the trial's reason says where
+// every node's ranks were.
 #pragma once
 
 #include <chrono>
@@ -37,6 +40,8 @@ class NodeLinks {
   void poll(std::chrono::milliseconds wait);
   // A trial begins: what the nodes reported so far is about earlier launches.
   void forget_reports();
+  // Trial `trial` timed out: asks every linked node to end its workers and report what they left.
+  void end_workers(int64_t trial);
   // Waits (polling) until every linked node reported since forget_reports(), a link closed, or the deadline.
   void await_reports(std::chrono::steady_clock::time_point deadline);
   // The ranks the reports since forget_reports() carry, each with its node and caught_at_s on this
@@ -84,8 +89,12 @@ class NodeLink {
   // Sends what a launch's workers left (ranks' caught_at_s on this node's monotonic clock); a link
   // that closed meanwhile is not an error (node 0 is gone: closed() says so).
   void report(int launch, int launcher_exit_code, std::vector<RankEvidence> ranks);
-  // Whether node 0 closed the link (its session ended, or it died), waiting up to `wait` to see it.
+  // Whether node 0 closed the link (its session ended, or it died), waiting up to `wait` to see it;
+  // what node 0 sent meanwhile is read (take_end_request).
   bool closed(std::chrono::milliseconds wait);
+  // Node 0's request to end this node's workers (a trial timed out) that came since the last call,
+  // read by closed(); nullopt when none came.
+  std::optional<EndWorkers> take_end_request();
   std::string endpoint() const { return endpoint_; }
 
  private:
@@ -93,6 +102,8 @@ class NodeLink {
   int node_rank_ = 0;
   bool closed_ = false;
   std::string endpoint_;  // "ADDR:PORT"
+  std::string buffer_;    // what node 0 sent, up to an incomplete line
+  std::optional<EndWorkers> end_request_;
 };
 
 }  // namespace acspeed::tuner

@@ -195,6 +195,7 @@ json rank_json(const RankEvidence& r) {
     j["error"] = *r.error;
     j["caught_s_ago"] = r.caught_at_s;
   }
+  if (r.stack) j["stack"] = *r.stack;
   return j;
 }
 
@@ -209,6 +210,7 @@ RankEvidence rank_of(const json& j) {
   if (r.error) r.caught_at_s = json_io::required<double>(j, "caught_s_ago");
   json_io::read(j, "log_path", r.log_path);
   json_io::read(j, "log_tail", r.log_tail);
+  r.stack = json_io::optional<std::string>(j, "stack");
   return r;
 }
 
@@ -228,6 +230,13 @@ NodeReport node_report_of(const json& j) {
   if (it == j.end() || !it->is_array()) json_io::wrong_type("ranks", "an array", it == j.end() ? json() : *it);
   for (const auto& rank : *it) r.ranks.push_back(rank_of(rank));
   return r;
+}
+
+EndWorkers end_workers_of(const json& j) {
+  EndWorkers end;
+  end.trial = json_io::required<int64_t>(j, "trial");
+  if (end.trial < 0) ACS_THROW(InvalidArgument, "trial {} is negative", end.trial);
+  return end;
 }
 
 // A node message's body; a missing or mistyped field is an Error naming the message.
@@ -251,6 +260,15 @@ std::string encode_node_report(const NodeReport& report) {
                                    {"launch", report.launch},
                                    {"launcher_exit_code", report.launcher_exit_code},
                                    {"ranks", ranks}});
+}
+
+std::string encode_end_workers(const EndWorkers& end) { return message("end_workers", {{"trial", end.trial}}); }
+
+EndWorkers decode_node_zero_message(const std::string& line) {
+  const json j = parse_message(line);
+  const auto type = j["type"].get<std::string>();
+  if (type != "end_workers") ACS_THROW(Error, "protocol: unknown message type '{}' from node 0", type);
+  return node_body(j, &end_workers_of);
 }
 
 NodeMessage decode_node_message(const std::string& line) {

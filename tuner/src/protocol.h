@@ -32,7 +32,12 @@
 //                               "log_path":"/tmp/acspeed-tune-x/workers-2-rank1.log","log_tail":["..."]}]}
 //                    (its workers ended abnormally: what they left, rank_failure.h; "exit_code",
 //                    "launcher_exit_code" of a rank, "error" and "caught_s_ago" only where known;
-//                    "caught_s_ago": seconds before the report was sent, as the nodes' clocks differ)
+//                    "caught_s_ago": seconds before the report was sent, as the nodes' clocks differ;
+//                    "stack": where the rank was in its log's last stack dump, when it has one)
+// and node 0 sends the other nodes:
+//   tuner -> node    {"v":1,"type":"end_workers","trial":7}   (trial 7 ran past its timeout: the
+//                    node ends its workers, which may hang where node 0 cannot reach them, and
+//                    reports what they left, as when they end by themselves)
 #pragma once
 
 #include <cstdint>
@@ -154,5 +159,13 @@ std::string encode_node_hello(const NodeHello& hello);
 std::string encode_node_report(const NodeReport& report);
 // Throws Error naming what is wrong, as decode_worker_message.
 NodeMessage decode_node_message(const std::string& line);
+
+// Node 0's request to the other nodes: end the workers (a trial timed out) and report what they left.
+struct EndWorkers {
+  int64_t trial = 0;  // the trial that timed out
+};
+std::string encode_end_workers(const EndWorkers& end);
+// Throws Error naming what is wrong, as decode_worker_message.
+EndWorkers decode_node_zero_message(const std::string& line);
 
 }  // namespace acspeed::tuner

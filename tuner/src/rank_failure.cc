@@ -157,7 +157,9 @@ std::vector<RankEvidence> gather_rank_evidence(const std::string& log_prefix, co
     RankEvidence& r = ranks[rank];
     r.rank = rank;
     r.log_path = entry.path().string();
-    r.log_tail = tail_of(read_end(r.log_path));
+    const std::string log = read_end(r.log_path);
+    r.log_tail = tail_of(log);
+    r.stack = where_in(log);
     const std::string record = read_end(fmt::format("{}-rank{}.failed.json", log_prefix, rank));
     if (record.empty()) continue;
     try {
@@ -204,10 +206,21 @@ std::string where_ranks_were(const std::vector<RankEvidence>& ranks) {
   std::vector<std::string> places;
   for (const auto& r : ranks) {
     if (r.log_path.empty()) continue;
-    const auto where = where_in(read_end(r.log_path));
-    places.push_back(fmt::format("rank {} {}", r.rank, where ? "in " + *where : "left no stack dump"));
+    places.push_back(fmt::format("{} {}", rank_name(r), r.stack ? "in " + *r.stack : "left no stack dump"));
   }
   return fmt::format("{}", fmt::join(places, "; "));
+}
+
+std::string rank_logs(const std::vector<RankEvidence>& ranks) {
+  static const std::regex rank_log(R"(-rank\d+\.log$)");
+  std::vector<std::string> places;
+  for (const auto& r : ranks) {
+    if (r.log_path.empty()) continue;
+    std::string place = std::regex_replace(r.log_path, rank_log, "-rank*.log");
+    if (r.node) place += fmt::format(" on node {}", *r.node);
+    if (std::find(places.begin(), places.end(), place) == places.end()) places.push_back(std::move(place));
+  }
+  return fmt::format("{}", fmt::join(places, ", "));
 }
 
 }  // namespace acspeed::tuner

@@ -34,6 +34,10 @@ struct RankEvidence {
   double caught_at_s = 0;            // when, CLOCK_MONOTONIC (of node 0, for another node's rank)
   std::string log_path;              // its own log ("" when it has none)
   std::vector<std::string> log_tail;  // the last non-empty lines of that log
+  // Where its main thread was in the last stack dump in that log (faulthandler, worker.py
+  // --stack-dump-s): "barrier (distributed_c10d.py:4805) from forward (m.py:9)"; read on the rank's
+  // own node, so another node's travels in its report.
+  std::optional<std::string> stack;
 };
 
 // torchrun's failure table ("rank : 1 (local_rank: 1)" / "exitcode : -9 (pid: ...)") in its
@@ -54,8 +58,13 @@ std::vector<RankEvidence> gather_rank_evidence(const std::string& log_prefix, co
 std::optional<std::string> explain_rank_failure(const std::vector<RankEvidence>& ranks);
 
 // For a trial that timed out: where each rank's Python stack was when the worker's faulthandler
-// dumped it (the last dump in its log): "rank 0 in _engine_run_backward (graph.py:829); rank 1 in
-// forward (tiny_models.py:48)"; a rank without a dump is "no stack dump". "" when no rank has a log.
+// dumped it (RankEvidence::stack): "rank 0 in _engine_run_backward (graph.py:829); rank 1 in
+// forward (tiny_models.py:48)", "rank 1 (node 1) in ..." on another node; a rank without a dump
+// "left no stack dump". "" when no rank has a log.
 std::string where_ranks_were(const std::vector<RankEvidence>& ranks);
+
+// Where the ranks' logs are, one pattern per launch: "/tmp/a/workers-2-rank*.log", with several
+// nodes "/tmp/a/workers-2-rank*.log on node 0, /tmp/b/workers-1-rank*.log on node 1".
+std::string rank_logs(const std::vector<RankEvidence>& ranks);
 
 }  // namespace acspeed::tuner

@@ -311,10 +311,17 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
       if (!node_lost()) await_evidence();  // a node that left is the cause: nothing to wait for
       return finish(TrialStatus::kFailed, failure_text());
     }
-    std::string where = where_ranks_were(gather_rank_evidence(log_prefix_, log_path_));
+    // The workers hang. The other nodes' may hang where node 0 cannot reach them (a rank that never
+    // enters a collective does not notice its peers going): their acspeed-tune ends them and
+    // reports what they left, their stack dumps among it.
+    if (links_) links_->end_workers(request.id);
+    kill_workers();
+    if (links_ && !node_lost()) links_->await_reports(Clock::now() + kEvidenceWait);
+    const auto ranks = evidence();
+    std::string where = where_ranks_were(ranks);
     if (launch_.stack_dump_s > 0 && !where.empty()) {
-      where = fmt::format("; where the ranks were after {} s: {} (logs: {}-rank*.log)", launch_.stack_dump_s, where,
-                          log_prefix_);
+      where = fmt::format("; where the ranks were after {} s: {} (logs: {})", launch_.stack_dump_s, where,
+                          rank_logs(ranks));
     }
     return finish(TrialStatus::kTimeout,
                   fmt::format("no result within the trial timeout of {} s{}", timeout.count(), where));
@@ -419,11 +426,17 @@ int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
     const pid_t pid = start_workers(launch, launch.master_port, "", log_path, log_prefix);
     std::optional<int> code;
     std::optional<Clock::time_point> node0_gone;  // when node 0 closed the link
+    std::optional<EndWorkers> ended_for;          // node 0's request that ended them
     try {
       while (!(code = process::poll_exit(pid))) {
         process::throw_if_interrupted();
         if (!node0_gone && link.closed(std::chrono::milliseconds(200))) node0_gone = Clock::now();
-        if (!node0_gone) continue;
+        if (!node0_gone) {
+          ended_for = link.take_end_request();
+          if (!ended_for) continue;
+          code = kill_launcher(pid);
+          break;
+        }
         if (Clock::now() - *node0_gone > kNodeZeroGoneGrace) {
           code = kill_launcher(pid);
           break;
@@ -445,10 +458,17 @@ int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
                 "workers, which ended with {}, are not relaunched (log: {})", launch.node_rank, link.endpoint(),
                 process::describe_exit_code(*code), log_path);
     }
+    // A request that came as they ended by themselves was about them, not about the next launch.
+    link.take_end_request();
     // A run that lasted long enough had joined node 0's workers; a quick failure had not.
     if (Clock::now() - started > std::chrono::seconds(30)) last_success = Clock::now();
-    note(fmt::format("node {}: workers ended ({}); relaunching to rejoin node 0", launch.node_rank,
-                     process::describe_exit_code(*code)));
+    if (ended_for) {
+      note(fmt::format("node {}: node 0's trial {} timed out: ended this node's workers too (logs: {}-rank*.log); "
+                       "relaunching to rejoin node 0", launch.node_rank, ended_for->trial, log_prefix));
+    } else {
+      note(fmt::format("node {}: workers ended ({}); relaunching to rejoin node 0", launch.node_rank,
+                       process::describe_exit_code(*code)));
+    }
     if (Clock::now() - last_success > give_up) {
       ACS_THROW(Error, "node {}: no rendezvous with node 0 for {} s: giving up (last log: {})", launch.node_rank,
                 give_up.count(), log_path);

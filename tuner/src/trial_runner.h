@@ -10,7 +10,8 @@
 //
 // Several nodes: node 0's group also holds the node link (node_link.h) to the acspeed-tune of every
 // other node, which restarts that node's workers whenever they end (supervise_workers) and reports
-// what they left behind; a trial's failure is explained from every node's ranks, and a node whose
+// what they left behind; a trial's failure is explained from every node's ranks, a timed-out
+// trial ends every node's workers and says where each node's ranks were, and a node whose
 // acspeed-tune is gone fails the trial at once and every start after it.
 #pragma once
 
@@ -81,8 +82,8 @@ class WorkerGroup {
   // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
   // A failed trial's error names the rank that failed first, on whichever node, its exit status or
   // signal and the last lines of its log (rank_failure.h), not the error its peers saw when it went;
-  // a timed-out trial's says where each rank's stack was; a node that left the session is named
-  // first (node_lost).
+  // a timed-out trial's says where each rank's stack was, on every node (the other nodes are asked
+  // to end their workers and report); a node that left the session is named first (node_lost).
   TrialOutcome run(const TrialRequest& request, std::chrono::seconds timeout);
   // Asks idle workers to end, then kills what is left (workers in a trial cannot hear it: killed).
   void stop();
@@ -117,8 +118,9 @@ class WorkerGroup {
 };
 
 // Nodes other than 0: links to node 0's tuner (node_link.h), launches the local workers and
-// relaunches them whenever they end abnormally (a failed trial: node 0 restarts its own), reporting
-// each time what they left behind, until the workers end cleanly (node 0 sent "stop"; returns the
+// relaunches them whenever they end abnormally (a failed trial: node 0 restarts its own) or node 0
+// asks for their end (a trial timed out: they are killed), reporting each time what they left
+// behind, until the workers end cleanly (node 0 sent "stop"; returns the
 // number of launches that did not) or `give_up` passes without a successful rendezvous (throws
 // Error). When node 0 closes the link its session is over: the workers get a grace period to end
 // cleanly, then are killed, and a failure is not relaunched (throws Error). What happens goes to
