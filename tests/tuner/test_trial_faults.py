@@ -36,6 +36,7 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
                ACSPEED_PYTHON=sys.executable, TINY_FAULTS=",".join(FAULTS), TINY_FAULT_RANK="1",
                TINY_FAULT_DIR=str(markers))
     work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
+    torchrun_dirs_before = set(glob.glob("/tmp/torchelastic_*"))
     result = subprocess.run(
         [str(tune_binary), "--db", str(isolated_store), "--model", "tiny_models:faulty_mlp",
          "--bucket-mb", "1,2,3,4,5,6,25", "--algorithms", "allreduce", "--streams", "1", "--strategy", "grid",
@@ -86,6 +87,7 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
     assert kept, result.stderr
     assert processes_mentioning(kept[1]) == []
     assert set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before == {kept[1]}
+    assert set(glob.glob("/tmp/torchelastic_*")) - torchrun_dirs_before == set()  # torchrun logs in the work folder
     left = os.listdir(kept[1])
     assert left and all(name.endswith((".log", ".failed.json")) for name in left), left
     shutil.rmtree(kept[1])

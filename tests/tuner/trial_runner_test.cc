@@ -256,7 +256,8 @@ TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {
   const auto argv = torchrun_argv(l, 29500, "", "/tmp/w/workers-1");
   const std::vector<std::string> expected = {
       "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1", "--nproc_per_node=4",
-      "--master_addr=10.0.0.1", "--master_port=29500", "--max_restarts=0", "-m", "acspeed.worker", "--model",
+      "--master_addr=10.0.0.1", "--master_port=29500", "--max_restarts=0", "--log-dir=/tmp/w/workers-1.torchrun", "-m",
+      "acspeed.worker", "--model",
       "my pkg.mod:fn; rm -rf /", "--log-prefix", "/tmp/w/workers-1", "--stack-dump-s", "6"};
   EXPECT_EQ(argv, expected);  // one argv item, passed to execve as is; no --control off node 0
 }

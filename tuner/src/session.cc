@@ -700,6 +700,7 @@ SessionResult Session::run() {
   result.trials_stored = next_ordinal_;
   const bool failed = result.status == SessionResult::Status::kFailed && !result.usage_error;
   if (any_failed_ || failed) {
+    remove_torchrun_logs(work_dir_);
     result.kept_logs = work_dir_;
   } else {
     std::error_code ec;
@@ -770,6 +771,7 @@ void supervise_node(const TuneOptions& options, SessionObserver& observer) {
   auto clean_up = [&](bool failed) {
     std::error_code ec;
     if (failed && !std::filesystem::is_empty(work_dir, ec)) {
+      remove_torchrun_logs(work_dir);
       observer.note(fmt::format("node {}: worker logs kept in {}", options.node_rank, work_dir));
     } else {
       std::filesystem::remove_all(work_dir, ec);

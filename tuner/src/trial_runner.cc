@@ -11,8 +11,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,6 +32,9 @@ namespace acspeed::tuner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// torchrun's own log folder of a launch: LOG_PREFIX + this (torchrun_argv).
+constexpr std::string_view kTorchrunLogSuffix = ".torchrun";
 
 // How long the evidence of a failed trial may take to settle: torchrun's failure table, the other
 // nodes' reports.
@@ -111,6 +116,17 @@ process::Environment worker_environment(const WorkerLaunch& l) {
   return env;
 }
 
+void remove_torchrun_logs(const std::string& work_dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(work_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > kTorchrunLogSuffix.size() &&
+        name.compare(name.size() - kTorchrunLogSuffix.size(), kTorchrunLogSuffix.size(), kTorchrunLogSuffix) == 0) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+}
+
 std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, const std::string& control,
                                        const std::string& log_prefix) {
   std::vector<std::string> argv = {l.python,
@@ -122,6 +138,7 @@ std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, c
                                    fmt::format("--master_addr={}", l.master_addr),
                                    fmt::format("--master_port={}", master_port),
                                    "--max_restarts=0",
+                                   fmt::format("--log-dir={}{}", log_prefix, kTorchrunLogSuffix),
                                    "-m",
                                    "acspeed.worker"};
   argv.insert(argv.end(), l.worker_args.begin(), l.worker_args.end());

@@ -63,9 +63,14 @@ struct TrialOutcome {
 };
 
 // The argv that launches one node's workers (shown by --dry-run, used by WorkerGroup); each rank
-// logs to LOG_PREFIX-rankR.log (rank_failure.h).
+// logs to LOG_PREFIX-rankR.log (rank_failure.h), torchrun itself under LOG_PREFIX.torchrun/ (by
+// default each launch would leave a /tmp/torchelastic_* folder behind).
 std::vector<std::string> torchrun_argv(const WorkerLaunch& launch, int master_port, const std::string& control,
                                        const std::string& log_prefix);
+
+// Removes torchrun's own folders from a work folder whose worker logs are kept (they hold nothing
+// the ranks' logs and failure records do not).
+void remove_torchrun_logs(const std::string& work_dir);
 
 class WorkerGroup {
  public:
