@@ -337,14 +337,12 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   observer_.trial_started(trials_run_, planned_, label);
 
   TrialRequest request{record.ordinal, config, o_.warmup, o_.steps, mode};
-  std::optional<TrialMetrics> window;  // the fidelity figures of an earlier trial with the same numerics
+  // An earlier trial with the same numerics, whose fidelity figures this one carries (measured_ and
+  // stored_pair_trials_ do not change while a trial runs).
+  const Measured* window = nullptr;
   if (mode == TrialMode::kDdp && changes_numerics(config)) {
-    if (const Measured* earlier = fidelity_measured(config)) {
-      window = earlier->metrics;
-      window->fidelity_trial = earlier->metrics.fidelity_trial.value_or(earlier->ordinal);
-    } else {
-      request.fidelity_steps = kFidelitySteps;
-    }
+    window = fidelity_measured(config);
+    if (window == nullptr) request.fidelity_steps = kFidelitySteps;
   }
   const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
   record.finished_at = utc_now();
@@ -362,12 +360,13 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
     if (mode == TrialMode::kComputeOnly && !hello_.gradients.empty()) m.metrics.gradients = hello_.gradients;
     m.cost = m.metrics.p50_s;
-    if (window) {
-      m.metrics.fidelity_cosine = window->fidelity_cosine;
-      m.metrics.fidelity_norm_error = window->fidelity_norm_error;
-      m.metrics.fidelity_step_cosine_min = window->fidelity_step_cosine_min;
-      m.metrics.fidelity_steps = window->fidelity_steps;
-      m.metrics.fidelity_trial = window->fidelity_trial;
+    if (window != nullptr) {
+      const TrialMetrics& w = window->metrics;
+      m.metrics.fidelity_cosine = w.fidelity_cosine;
+      m.metrics.fidelity_norm_error = w.fidelity_norm_error;
+      m.metrics.fidelity_step_cosine_min = w.fidelity_step_cosine_min;
+      m.metrics.fidelity_steps = w.fidelity_steps;
+      m.metrics.fidelity_trial = w.fidelity_trial.value_or(window->ordinal);
     }
     if (m.metrics.finite != true) {
       m.status = "failed";
