@@ -8,7 +8,7 @@ this instance type and model to every DistributedDataParallel model the script b
 ACSPEED_DISABLE=1 turns it off; ACSPEED_CONFIG=file.json forces a config; ACSPEED_STRICT=1 turns its
 warnings into errors. Importing is cheap: the C++ runtime and the hook machinery load at the first DDP
 construction."""
-from . import _patch, nccl
+from . import _exit, _patch, nccl
 
 __all__ = ["configure", "state_dict", "load_state_dict"]
 
@@ -59,6 +59,7 @@ def _start() -> None:
     runs untouched (ACSPEED_STRICT=1, or no torch at all: ImportError)."""
     import importlib.util  # noqa: PLC0415
     from . import _supported  # noqa: PLC0415
+    _exit.install()  # a clean exit with gloo (see _exit), also with ACSPEED_DISABLE=1
     unsupported = _supported.problems()
     if not unsupported:
         nccl.export_plugin()
