@@ -165,6 +165,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
         p["bound_s"] = r.prediction.bound_s;
         p["comm_s"] = r.prediction.comm_s;
         p["wire_bytes"] = r.prediction.wire_bytes;
+        p["cpu_floor_s"] = r.prediction.cpu_floor_s > 0 ? json(r.prediction.cpu_floor_s) : json(nullptr);
         p["samples_per_s"] = session.batch_size / r.prediction.step_s;
         p["efficiency"] = r.prediction.bound_s / r.prediction.step_s;
       } else {
@@ -211,12 +212,13 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
                tuner::format_seconds(model.pooled->latency_s));
   }
   Table table({"config", "link (Gbit/s)", "nodes", "ranks/node", "step (ms)", "bound (ms)", "efficiency",
-               "samples/s per device", "measured (ms)"});
+               "CPU floor (ms)", "samples/s per device", "measured (ms)"});
   for (const auto& r : rows) {
     const auto& p = r.prediction;
     table.add({r.baseline ? "DDP defaults (baseline)" : r.config.describe(), fmt::format("{:g}", r.link_bps / 1e9),
                std::to_string(r.nnodes), std::to_string(r.nproc_per_node), p.ok ? ms(p.step_s) : "-",
                p.ok ? ms(p.bound_s) : "-", p.ok ? fmt::format("{:.0f}%", 100 * p.bound_s / p.step_s) : "-",
+               p.ok && p.cpu_floor_s > 0 ? ms(p.cpu_floor_s) : "-",
                p.ok ? fmt::format("{:.1f}", session.batch_size / p.step_s) : "-",
                r.measured_s ? ms(*r.measured_s) : "-"});
   }

@@ -7,6 +7,7 @@
 
 #include <tuple>
 
+#include "acspeed/cpu_busy.h"
 #include "acspeed/error.h"
 #include "acspeed/kernel_overlap.h"
 #include "acspeed/profile_summary.h"
@@ -224,6 +225,8 @@ PYBIND11_MODULE(_probes, m) {
         return d;
       },
       py::arg("kernels"), "[(name, stream, begin_ns, end_ns)] -> overlap of NCCL and compute kernels (kernel_overlap.h)");
+  m.def("cores_busy_seconds", &cores_busy_seconds, py::arg("cores"),
+        "Busy CPU seconds so far of these cores (/proc/stat; cpu_busy.h); None where it cannot be read.");
   m.def(
       "format_summary", [](const py::dict& summary) { return format_summary(summary_from_dict(summary)); },
       py::arg("summary"));

@@ -57,7 +57,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _runtime, powersgd
+from acspeed import _probes, _runtime, powersgd
 
 PROTOCOL_VERSION = 1
 _PR_SET_PDEATHSIG = 1
@@ -248,11 +248,15 @@ class Trainer:
         if config.get("compression") == "powersgd":
             warmup = max(warmup, int(config.get("powersgd_start_step", 0)) + 2)
         times, losses = [], []
+        cores = sorted(os.sched_getaffinity(0))
+        busy_start = None
         for index in range(warmup + steps):
             timed = index >= warmup
             if timed and index == warmup and self.probe is not None:
                 self.probe.reset()
             self._sync()
+            if timed and index == warmup and self.device.type == "cpu":
+                busy_start = _probes.cores_busy_seconds(cores)
             start = time.perf_counter()
             if timed and self.probe is not None:
                 self.probe.step_begin()
@@ -270,9 +274,17 @@ class Trainer:
             if timed:
                 times.append(time.perf_counter() - start)
             losses.append(float(loss.detach()))
+        busy_end = _probes.cores_busy_seconds(cores) if busy_start is not None else None
         world = dist.get_world_size()
         step_times = torch.tensor(times, dtype=torch.float64)
         dist.all_reduce(step_times, op=dist.ReduceOp.MAX, group=control_group)
+        # The CPU floor: busy seconds of this rank's cores per timed step, over their count (cpu_busy.h);
+        # the worst rank's. -1: not measured (every rank alike): /proc/stat not readable, or a GPU job,
+        # where the host thread's spin-wait in synchronisation would count as busy.
+        floor = torch.tensor([(busy_end - busy_start) / steps / len(cores)
+                              if busy_start is not None and busy_end is not None and steps else -1.0],
+                             dtype=torch.float64)
+        dist.all_reduce(floor, op=dist.ReduceOp.MAX, group=control_group)
         finite = all(math.isfinite(x) for x in losses)
         trajectory = torch.tensor(losses, dtype=torch.float64)
         flags = torch.tensor([1.0 if finite else 0.0], dtype=torch.float64)
@@ -283,6 +295,8 @@ class Trainer:
                   "step_times_s": step_times.tolist(), "loss_first": trajectory[0].item(),
                   "loss": trajectory[-1].item(), "losses": trajectory.tolist(), "warmup_steps": warmup,
                   "finite": bool(flags[0].item() > 0), "rebuild_s": rebuild_s}
+        if floor.item() >= 0:
+            result["cpu_floor_s"] = floor.item()
         from acspeed import hooks  # noqa: PLC0415
         state = hooks.state_of(self.ddp)
         if state is not None and state.powersgd is not None:

@@ -12,7 +12,7 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
                  of gradients (one 11700x1000 fp32 matrix, as the hello says); head 85 ms (fp16: 130 ms;
                  powersgd: 95 ms plus its own compute of 15 ms, three collectives per bucket, its
                  factors on the wire, and 20 ms of that compute inside its communication spans); the
-                 hook's buckets are reported
+                 hook's buckets are reported; fp16 configs' cores are busy 200 ms per step (cpu_floor_s)
   compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
                  10x higher (the harmful compressor) with a low gradient fidelity
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
@@ -79,6 +79,8 @@ def link_result(request):
         out.update(bucket_count=int(buckets), bucket_bytes=payload, comm_s=comm + (0.02 if psgd else 0), probe="fake")
     if psgd:
         out["compression_s"] = 0.015
+    if fp16:
+        out["cpu_floor_s"] = 0.2
     return out
 
 

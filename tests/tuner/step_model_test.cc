@@ -131,6 +131,60 @@ TEST(StepModel, AnUntriedConfigBorrowsTheHeadOfMeasuredConfigsWithItsCompression
   EXPECT_NEAR(p.step_s, 0.130 + 3 * kLatency + kPayload / 2.0 / kBandwidth, 1e-9);
 }
 
+// The fp16 trial also measured its CPU floor (its cores' busy time per step): 200 ms.
+std::vector<ModelTrial> trials_with_cpu_floor() {
+  auto trials = session_trials();
+  trials.back().metrics.cpu_floor_s = 0.200;
+  trials.push_back(trials.back());  // a second trial of it: the floor is the median over its trials
+  trials.back().metrics.cpu_floor_s = 0.220;
+  trials.push_back(trials.back());
+  trials.back().metrics.cpu_floor_s = 0.210;
+  return trials;
+}
+
+TEST(StepModel, TheCpuFloorHoldsTheStepWhereAFasterLinkWouldGoBelowIt) {
+  const StepModel m = calibrate(trials_with_cpu_floor(), {2, 2});
+  const MeasuredConfig* fp16 = find_measured(m, fp16_bucket(5));
+  ASSERT_NE(fp16, nullptr);
+  ASSERT_TRUE(fp16->cpu_floor_s);
+  EXPECT_DOUBLE_EQ(*fp16->cpu_floor_s, 0.210);
+  // On the calibration link head + T = 130 + 20 + 187 ms is above the floor: the floor changes nothing.
+  const Prediction here = predict(m, fp16_bucket(5));
+  EXPECT_NEAR(here.step_s, 0.130 + 10 * kLatency + kPayload / 2.0 / kBandwidth, 1e-9);
+  EXPECT_DOUBLE_EQ(here.cpu_floor_s, 0.210);
+  // At 4x the bandwidth head + T = 130 + 20 + 47 ms = 197 ms: the floor, 210 ms, is the step.
+  const Prediction fast = predict(m, fp16_bucket(5), {4, 0, 0});
+  ASSERT_TRUE(fast.ok);
+  EXPECT_LT(0.130 + 10 * kLatency + kPayload / 2.0 / (4 * kBandwidth), 0.210);
+  EXPECT_DOUBLE_EQ(fast.step_s, 0.210);
+  EXPECT_LT(fast.bound_s, fast.step_s);  // the bound does not hold the config's CPU work
+  // Other node counts keep each rank's cores, so its floor.
+  EXPECT_GE(predict(m, fp16_bucket(5), {100, 4, 1}).step_s, 0.210);
+}
+
+TEST(StepModel, ACpuFloorAboveTheMeasuredStepIsCappedAtIt) {
+  auto trials = trials_with_cpu_floor();
+  for (auto& t : trials) {
+    if (t.metrics.cpu_floor_s) t.metrics.cpu_floor_s = 0.900;  // other jobs kept the shared cores busy
+  }
+  const StepModel m = calibrate(trials, {2, 2});
+  const MeasuredConfig* fp16 = find_measured(m, fp16_bucket(5));
+  ASSERT_TRUE(fp16 != nullptr && fp16->cpu_floor_s);
+  EXPECT_DOUBLE_EQ(*fp16->cpu_floor_s, fp16->step_s);
+  EXPECT_NEAR(predict(m, fp16_bucket(5)).step_s, fp16->step_s, 1e-9);
+}
+
+TEST(StepModel, AnUntriedConfigBorrowsTheCpuFloorOfItsCompressionOnly) {
+  const StepModel m = calibrate(trials_with_cpu_floor(), {2, 2});
+  EXPECT_DOUBLE_EQ(predict(m, fp16_bucket(25), {100, 0, 0}).cpu_floor_s, 0.210);
+  CommConfig none_5mib;
+  none_5mib.bucket_cap_mb = 5;
+  const Prediction none = predict(m, none_5mib, {100, 0, 0});
+  ASSERT_TRUE(none.ok);
+  EXPECT_DOUBLE_EQ(none.cpu_floor_s, 0.0);  // no config without compression measured one
+  EXPECT_NEAR(none.step_s, predict(model(), none_5mib, {100, 0, 0}).step_s, 1e-12);
+}
+
 TEST(StepModel, SaysWhatIsMissingInsteadOfPredicting) {
   auto trials = session_trials();
   EXPECT_EQ(predict(calibrate(trials, {2, 1}), CommConfig{}).why_not,

@@ -16,7 +16,7 @@ constexpr const char* kWorkerMeasured[] = {
     metric::kRebuildS,       metric::kComputeS,       metric::kCommS,          metric::kExposedCommS,
     metric::kProbe,          metric::kBucketCount,    metric::kBucketBytes,    metric::kForwardS,
     metric::kOptimizerS,     metric::kWarmupSteps,    metric::kCompressionS,   metric::kFidelityCosine,
-    metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps};
+    metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps, metric::kCpuFloorS};
 
 json parse_message(const std::string& line) {
   const json j = json::parse(line, nullptr, false);

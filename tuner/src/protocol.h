@@ -18,7 +18,7 @@
 //                     "rebuild_s":0.4,"compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
 //                     "bucket_count":3,"bucket_bytes":46758048,   (compute mode: "forward_s", "optimizer_s")
 //                     compressed configs: "fidelity_cosine","fidelity_norm_error","fidelity_step_cosine_min",
-//                     "fidelity_steps"; powersgd: "compression_s"}
+//                     "fidelity_steps"; powersgd: "compression_s"; where /proc/stat reads: "cpu_floor_s"}
 //                    {"v":1,"type":"result","id":7,"status":"failed","error":"RuntimeError: ..."}
 //   tuner -> worker  {"v":1,"type":"stop"}
 // Rank 0 broadcasts each tuner message to the other ranks; step times are the max over ranks per
@@ -111,7 +111,7 @@ struct TrialReply {
   std::vector<double> step_times_s;  // max over ranks per step
   // What the workers measure besides the step times, under the metric names of trial_metrics.h:
   // loss_first, loss, losses, finite (required), warmup_steps, rebuild_s, compute_s, comm_s, exposed_comm_s,
-  // probe, bucket_count, bucket_bytes, forward_s, optimizer_s, compression_s, fidelity_*.
+  // probe, bucket_count, bucket_bytes, forward_s, optimizer_s, compression_s, cpu_floor_s, fidelity_*.
   TrialMetrics measured;
 };
 

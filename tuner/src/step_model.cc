@@ -85,6 +85,22 @@ std::optional<int> buckets_of(const StepModel& m, const CommConfig& c) {
   return std::nullopt;
 }
 
+// F of an untried config: the median CPU floor of measured configs with the same compression and
+// algorithm, else the same compression; nullopt when none measured one.
+std::optional<double> borrowed_cpu_floor(const StepModel& m, const CommConfig& c) {
+  for (const bool same_algorithm : {true, false}) {
+    std::vector<double> floors;
+    for (const auto& other : m.measured) {
+      if (other.cpu_floor_s && other.config.compression == c.compression &&
+          (!same_algorithm || other.config.algorithm == c.algorithm)) {
+        floors.push_back(*other.cpu_floor_s);
+      }
+    }
+    if (!floors.empty()) return median(floors);
+  }
+  return std::nullopt;
+}
+
 struct BorrowedHead {
   double head_s = 0;
   bool same_compression = false;  // borrowed from configs with the config's compression
@@ -180,15 +196,18 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     if (t.metrics.bucket_count && *t.metrics.bucket_count > 0) it->buckets = t.metrics.bucket_count;
   }
   for (auto& mc : model.measured) {
-    std::vector<double> steps, compression;
+    std::vector<double> steps, compression, floors;
     for (const auto& t : trials) {
       if (t.role != kRoleCompute && t.role != kRoleCalibration && t.config == mc.config && t.metrics.p50_s > 0) {
         steps.push_back(t.metrics.p50_s);
         if (t.metrics.compression_s) compression.push_back(*t.metrics.compression_s);
+        if (t.metrics.cpu_floor_s) floors.push_back(*t.metrics.cpu_floor_s);
       }
     }
     if (!steps.empty()) mc.step_s = median(steps);
     if (!compression.empty()) mc.compression_s = median(compression);
+    // Busy time above the step it was measured in was other work on shared cores, not this config's.
+    if (!floors.empty()) mc.cpu_floor_s = std::min(median(floors), mc.step_s);
   }
   // Calibration-only entries (no timed run of their own) stay for their bucket counts.
   for (auto& mc : model.measured) {
@@ -274,13 +293,16 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
   }
   const double compute = *m.compute_s;
   const double serial = m.serial_s.value_or(0.0);
+  const std::optional<double> floor =
+      measured != nullptr && measured->cpu_floor_s ? measured->cpu_floor_s : borrowed_cpu_floor(m, c);
   p.ok = true;
   p.wire_bytes = static_cast<int64_t>(*wire);
   p.wire_s = *wire / bandwidth;
   p.comm_s = collectives(c, buckets) * fit->latency_s + p.wire_s;
   p.compression_s = compression;
   p.bound_s = std::max(compute, serial + p.wire_s) + compression;
-  p.step_s = std::max({compute, head + p.comm_s, p.bound_s});
+  p.cpu_floor_s = floor.value_or(0.0);
+  p.step_s = std::max({compute, head + p.comm_s, p.bound_s, p.cpu_floor_s});
   p.head_measured = head_measured;
   p.reliable = fit->relative_error <= kReliableLinkError;
   return p;

@@ -61,6 +61,7 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kLoss, m.loss);
   if (!m.losses.empty()) j[metric::kLosses] = m.losses;
   put(metric::kCompressionS, m.compression_s);
+  put(metric::kCpuFloorS, m.cpu_floor_s);
   put(metric::kFidelityCosine, m.fidelity_cosine);
   put(metric::kFidelityNormError, m.fidelity_norm_error);
   put(metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
@@ -101,6 +102,7 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kLoss, m.loss);
   read(j, metric::kLosses, m.losses);
   read(j, metric::kCompressionS, m.compression_s);
+  read(j, metric::kCpuFloorS, m.cpu_floor_s);
   read(j, metric::kFidelityCosine, m.fidelity_cosine);
   read(j, metric::kFidelityNormError, m.fidelity_norm_error);
   read(j, metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);

@@ -21,10 +21,20 @@
 //   overlap     per measured config, its head h = measured step - modelled communication time: the
 //                 part of the step that communication did not overlap (forward, the backward before the
 //                 first bucket, the optimizer, and whatever the config's own CPU work costs).
+//   CPU floor  per measured config, F = the median of its trials' cpu_floor_s (trial_metrics.h): the
+//                 busy time of a rank's cores per step over their count, so everything the step costs
+//                 those cores (compute, the hook's casts, gloo's threads, the network stack's softirq);
+//                 at most its measured step (more was other work sharing the cores).
+//                 A faster link does not shrink it (the bytes and casts stay), so where the link stops
+//                 being the bottleneck the step follows F: on the 2x1 testbed (one core per node) the
+//                 fp16 config measured 234-236 ms at 1.5 and 2 Gbit/s with F = 228 ms from the 1 Gbit/s
+//                 calibration (bench/model/RESULTS.md). CPU trials only: on a GPU the host thread
+//                 spin-waits in synchronisation, which would count as busy (no F there: no floor).
 // Prediction:  T = buckets / streams x collectives per bucket x latency + wire bytes / bandwidth;
-//   step = max(C, h + T, bound). Collectives per bucket: 1; powersgd 3 (the 1-D sums, P, Q).
+//   step = max(C, h + T, bound, F). Collectives per bucket: 1; powersgd 3 (the 1-D sums, P, Q).
 //   An untried config takes the median head of measured configs with its compression (else of all,
-//   plus its PowerSGD compute K when the head comes from another compression).
+//   plus its PowerSGD compute K when the head comes from another compression), and its F the same
+//   way (none when nothing measured one: then no floor).
 // Bound:       max(C, S_serial + wire bytes / bandwidth) + K: no step is faster than its compute, nor
 //   than its wire time plus the compute that cannot overlap it (forward and the optimizer); K,
 //   PowerSGD's own compute per step (the trials' compression_s: compressing, the factors'
@@ -32,15 +42,15 @@
 //   it and it runs on the compute's own device (0 for other compressions). An untried powersgd config
 //   takes the median K of measured configs with its rank, else none: its bound stays a lower bound
 //   and its forecast is optimistic, so the model strategy measures it rather than prunes it.
-//   Per-collective latency and the hook's other work are not in the bound. Efficiency = bound /
+//   Per-collective latency, the hook's other work and the CPU floor F are not in the bound. Efficiency = bound /
 //   measured step.
 // Wire bytes on the bottleneck (inter-node) link per node and step, S = what one rank hands its
 //   collectives per step (gradient_layout.h sent_bytes): ring allreduce and reduce-scatter +
 //   all-gather 2(W-1)/W x S over W ranks, hierarchical 2(N-1)/N x S over N nodes (with powersgd the
 //   leaders' inter-node step). S is the probe's gradient payload P for no compression, P/2 for
 //   fp16/bf16, and for powersgd the factors P (rows x r) and Q (columns x r) of each matrix at its
-//   clamped rank plus the 1-D gradients whole. Other node counts keep each rank's compute and the
-//   per-node link.
+//   clamped rank plus the 1-D gradients whole. Other node counts keep each rank's compute, its CPU
+//   floor (each rank keeps its own cores) and the per-node link.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +94,7 @@ struct MeasuredConfig {
   std::optional<double> comm_s;      // modelled communication time on the calibration link
   std::optional<double> head_s;      // step_s - comm_s, at least 0
   std::optional<double> compression_s;  // powersgd: median of its trials' PowerSGD compute per step
+  std::optional<double> cpu_floor_s;    // F: median of its trials' cpu_floor_s
 };
 
 struct StepModel {
@@ -119,6 +130,7 @@ struct Prediction {
   double comm_s = 0;    // modelled communication time per step
   double wire_s = 0;    // wire bytes / bandwidth
   double compression_s = 0;  // K in the bound: PowerSGD's own compute per step (0: none or not measured)
+  double cpu_floor_s = 0;    // F: the config's CPU floor (0: none measured)
   int64_t wire_bytes = 0;
   bool head_measured = false;  // the config was measured (else its head is borrowed)
   bool reliable = false;       // the link fit explains its samples within kReliableLinkError

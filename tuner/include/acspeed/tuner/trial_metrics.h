@@ -25,6 +25,9 @@
 //   "losses"           [float] the loss of every step, warm-up included (mean over ranks): the trajectory
 //                              the convergence guard compares with an uncompressed run's
 //   "compression_s"    float   PowerSGD's own compute per timed step (median; max over ranks; s)
+//   "cpu_floor_s"      float   busy CPU time of a rank's cores per timed step over their count (probes'
+//                              cpu_busy.h; the whole timed window / steps; max over ranks; s): the step
+//                              model's CPU floor (CPU trials only; absent where /proc/stat cannot be read)
 //   "fidelity_cosine"  float   compressed configs: cosine of the compressed vs exact averaged gradient,
 //                              summed over the check steps (tuner/src/convergence_guard.h)
 //   "fidelity_norm_error" float  relative error of that sum's norm
@@ -78,6 +81,7 @@ inline constexpr const char* kLossFirst = "loss_first";
 inline constexpr const char* kLoss = "loss";
 inline constexpr const char* kLosses = "losses";
 inline constexpr const char* kCompressionS = "compression_s";
+inline constexpr const char* kCpuFloorS = "cpu_floor_s";
 inline constexpr const char* kFidelityCosine = "fidelity_cosine";
 inline constexpr const char* kFidelityNormError = "fidelity_norm_error";
 inline constexpr const char* kFidelityStepCosineMin = "fidelity_step_cosine_min";
@@ -106,6 +110,7 @@ struct TrialMetrics {
   std::optional<double> loss_first, loss;
   std::vector<double> losses;
   std::optional<double> compression_s;
+  std::optional<double> cpu_floor_s;
   std::optional<double> fidelity_cosine, fidelity_norm_error, fidelity_step_cosine_min;
   std::optional<int> fidelity_steps;
   std::optional<int64_t> fidelity_trial;
