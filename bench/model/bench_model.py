@@ -126,6 +126,11 @@ def measure(args, profile: str, nproc: int, config_file: pathlib.Path, env: dict
     return result
 
 
+def modelled(p) -> dict:
+    """A prediction's figures for a results row (None where the model made none)."""
+    return {"predicted_s": p and p["step_s"], "bound_s": p and p["bound_s"], "cpu_floor_s": p and p.get("cpu_floor_s")}
+
+
 def rate_bps(text: str) -> int:
     units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
     for unit, factor in units.items():
@@ -158,14 +163,14 @@ def main():
             p = pick(predictions, config, baseline, rate_bps(link), 2)
             m = measured[name]["median_s"]
             rows.append({"config": name, "link": link, "nnodes": 2, "nproc_per_node": 1,
-                         "predicted_s": p and p["step_s"], "bound_s": p and p["bound_s"], "measured_s": m,
+                         **modelled(p), "measured_s": m,
                          "launches_p50_s": measured[name]["launches_p50_s"],
                          "error": (p["step_s"] - m) / m if p and p["step_s"] else None})
     for link in model_links:
         for name, baseline in (("defaults", True), ("tuned", False)):
             p = pick(predictions, config, baseline, rate_bps(link), 2)
-            rows.append({"config": name, "link": link, "nnodes": 2, "nproc_per_node": 1, "predicted_s": p and p["step_s"],
-                         "bound_s": p and p["bound_s"], "measured_s": None, "error": None, "model_only": True})
+            rows.append({"config": name, "link": link, "nnodes": 2, "nproc_per_node": 1, **modelled(p),
+                         "measured_s": None, "error": None, "model_only": True})
     if not args.no_2x2:
         p22 = predict(db, session, ["--link", "1gbit", "--nnodes", "2", "--nproc-per-node", "2"], env)
         measured = measure(args, "2x2@1gbit", 2, config_file, env, work)
@@ -173,7 +178,7 @@ def main():
             p = pick(p22, config, baseline, rate_bps("1gbit"), 2)
             m = measured[name]["median_s"]
             rows.append({"config": name, "link": "1gbit", "nnodes": 2, "nproc_per_node": 2,
-                         "predicted_s": p and p["step_s"], "bound_s": p and p["bound_s"], "measured_s": m,
+                         **modelled(p), "measured_s": m,
                          "launches_p50_s": measured[name]["launches_p50_s"],
                          "error": (p["step_s"] - m) / m if p and p["step_s"] else None})
     errors = [abs(r["error"]) for r in rows if r["error"] is not None and r["nproc_per_node"] == 1]
@@ -190,13 +195,14 @@ def main():
                                                    f"{datetime.datetime.utcnow():%Y%m%d-%H%M}.json")
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\ncalibrated on 2x1@{args.calibration_link} (session {session}); tuned = {config_source}: {json.dumps(config)}")
-    print("\n| config | link | nodes x procs | predicted (ms) | bound (ms) | measured (ms, median of launches) | error |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print("\n| config | link | nodes x procs | predicted (ms) | bound (ms) | CPU floor (ms) | measured (ms, median of "
+          "launches) | error |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         fmt = lambda v: "-" if v is None else f"{v * 1e3:.0f}"  # noqa: E731
         err = "model only" if r.get("model_only") else ("-" if r["error"] is None else f"{r['error'] * 100:+.1f}%")
         print(f"| {r['config']} | {r['link']} | {r['nnodes']}x{r['nproc_per_node']} | {fmt(r['predicted_s'])} | "
-              f"{fmt(r['bound_s'])} | {fmt(r['measured_s'])} | {err} |")
+              f"{fmt(r['bound_s'])} | {fmt(r['cpu_floor_s'])} | {fmt(r['measured_s'])} | {err} |")
     if errors:
         print(f"\n2x1 figures: mean absolute error {summary['mean_abs_error'] * 100:.1f}%, worst "
               f"{summary['worst_abs_error'] * 100:.1f}% over {len(errors)}; {results['minutes']:.1f} min; wrote {out}")
