@@ -1,12 +1,19 @@
 #include "commands.h"
 
 #include <sched.h>
+#include <stdlib.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <optional>
+#include <system_error>
 
 #include <fmt/format.h>
 
+#include "acspeed/error.h"
 #include "acspeed/process/spawn.h"
 #include "acspeed/process/supervise.h"
 #include "acspeed/testbed/cluster.h"
@@ -28,6 +35,30 @@ std::vector<int> allowed_cpus() {
   }
   return cpus;
 }
+
+// A folder for torchrun's logs (--log-dir), removed when the command ends: without one, every
+// launch leaves a /tmp/torchelastic_* folder behind. The workers' output reaches the terminal
+// either way; the folder holds only torchrun's per-attempt bookkeeping.
+class TorchrunLogs {
+ public:
+  TorchrunLogs() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "acspeed-testbed-torchrun-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      ACS_THROW(Error, "cannot create a folder for torchrun's logs ({}): {}", pattern, std::strerror(errno));
+    }
+    path_ = pattern;
+  }
+  TorchrunLogs(const TorchrunLogs&) = delete;
+  TorchrunLogs& operator=(const TorchrunLogs&) = delete;
+  ~TorchrunLogs() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string node(int rank) const { return (std::filesystem::path(path_) / fmt::format("node{}", rank)).string(); }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace
 
@@ -68,12 +99,16 @@ int launch(const ClusterState& state, const std::vector<int>& ranks, const std::
     notice(fmt::format("acspeed-testbed: --pin with {} CPU(s) for {} nodes: nodes share CPUs", cpus.size(),
                        profile.nodes));
   }
+  std::optional<TorchrunLogs> torchrun_logs;
+  if (options.torchrun) torchrun_logs.emplace();
   std::vector<pid_t> children;
   for (int rank : ranks) {
     process::SpawnOptions spawn_options;
-    spawn_options.argv = options.torchrun
-                             ? torchrun_command(layout, profile, rank, state.master_port, {options.python, command})
-                             : command;
+    spawn_options.argv =
+        options.torchrun
+            ? torchrun_command(layout, profile, rank, state.master_port,
+                               {options.python, command, torchrun_logs->node(rank)})
+            : command;
     spawn_options.env = node_environment(layout, profile, rank, state.master_port);
     spawn_options.netns_path = netns_path(layout.nodes[static_cast<size_t>(rank)].netns);
     if (options.pin) spawn_options.cpus = cpus_for_node(cpus, profile.nodes, rank);

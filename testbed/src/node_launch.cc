@@ -42,6 +42,7 @@ std::vector<std::string> torchrun_command(const ClusterLayout& layout, const Pro
       fmt::format("--rdzv_conf=is_host={}", rank == 0 ? 1 : 0),
       fmt::format("--local_addr={}", node.address),
   };
+  if (!options.log_dir.empty()) argv.push_back(fmt::format("--log-dir={}", options.log_dir));
   argv.insert(argv.end(), options.script_and_args.begin(), options.script_and_args.end());
   return argv;
 }

@@ -47,6 +47,11 @@ TEST(TestbedNodeLaunch, TorchrunCommandUsesC10dRendezvousOnNodeZero) {
   EXPECT_NE(std::find(node0.begin(), node0.end(), "--rdzv_conf=is_host=1"), node0.end());
   EXPECT_NE(std::find(node0.begin(), node0.end(), "--local_addr=10.254.213.1"), node0.end());
   EXPECT_THROW(torchrun_command(layout, profile, 0, 29500, {"python3", {}}), InvalidArgument);
+  // A log folder goes before the script, so the script's own arguments stay last.
+  const auto logged = torchrun_command(layout, profile, 1, 29500, {"python3", {"train.py"}, "/tmp/logs/node1"});
+  ASSERT_GE(logged.size(), 2U);
+  EXPECT_EQ(logged[logged.size() - 2], "--log-dir=/tmp/logs/node1");
+  EXPECT_EQ(logged.back(), "train.py");
 }
 
 TEST(TestbedNodeLaunch, PinningGivesEachNodeItsOwnBlockOfCpus) {

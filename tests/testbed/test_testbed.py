@@ -198,11 +198,15 @@ def test_two_node_ddp_job_trains_one_model_over_the_capped_link(testbed, cluster
     name, state_dir = cluster
     out = tmp_path / "out"
     out.mkdir()
-    env = dict(os.environ, ACSPEED_PYTHON=sys.executable)
+    env = dict(os.environ, ACSPEED_PYTHON=sys.executable, ACSPEED_DISABLE="1")
+    log_dirs = ("/tmp/torchelastic_*", "/tmp/acspeed-testbed-torchrun-*")
+    log_dirs_before = {path for pattern in log_dirs for path in glob.glob(pattern)}
     result = run(testbed, state_dir, "run", "2x1@1gbit", "--name", name, "--pin", "--timeout", "240",
                  "--torchrun", "--", str(repo_root / "tests" / "testbed" / "ddp_tiny.py"), "--steps", "5",
                  "--out", str(out), timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
+    # torchrun logged into the testbed's own folder, which is gone with the run
+    assert {path for pattern in log_dirs for path in glob.glob(pattern)} - log_dirs_before == set()
     records = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert {r["world_size"] for r in records} == {2}
     assert sorted(r["node_rank"] for r in records) == [0, 1]

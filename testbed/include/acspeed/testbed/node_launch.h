@@ -21,11 +21,13 @@ EnvList node_environment(const ClusterLayout& layout, const Profile& profile, in
 struct TorchrunOptions {
   std::string python;  // interpreter that runs torch.distributed.run
   std::vector<std::string> script_and_args;
+  std::string log_dir;  // torchrun's --log-dir (empty: none given, torchrun makes /tmp/torchelastic_*)
 };
 
 // python -m torch.distributed.run with the c10d rendezvous hosted by node 0's agent at
 // MASTER_ADDR:MASTER_PORT (is_host given explicitly: the hostname does not resolve to a node
-// address) and --local_addr set to the node's address, then the script and its arguments.
+// address), --local_addr set to the node's address and --log-dir when given, then the script and
+// its arguments.
 // c10d numbers the nodes itself (torchrun ignores --node_rank with it), so a worker's group rank
 // may differ from NODE_RANK.
 std::vector<std::string> torchrun_command(const ClusterLayout& layout, const Profile& profile,
