@@ -281,8 +281,7 @@ class Trainer:
         # The CPU floor: busy seconds of this rank's cores per timed step, over their count (cpu_busy.h);
         # the worst rank's. -1: not measured (every rank alike): /proc/stat not readable, or a GPU job,
         # where the host thread's spin-wait in synchronisation would count as busy.
-        floor = torch.tensor([(busy_end - busy_start) / steps / len(cores)
-                              if busy_start is not None and busy_end is not None and steps else -1.0],
+        floor = torch.tensor([(busy_end - busy_start) / steps / len(cores) if busy_end is not None and steps else -1.0],
                              dtype=torch.float64)
         dist.all_reduce(floor, op=dist.ReduceOp.MAX, group=control_group)
         finite = all(math.isfinite(x) for x in losses)
