@@ -16,7 +16,12 @@ Phases of a bucket (one collective each, lane slot i runs phase i):
   allreduce / reduce_scatter: the algorithm's phases for the 1-D buffer, then P, then Q;
   hierarchical: reduce of the whole bucket to the node's leader (intra), then among the leaders of
     the nodes (inter) the 1-D buffer, P and Q, then the leader's broadcast (intra). Only the
-    inter-node step is compressed; with one node there is none, and the plain path runs.
+    inter-node step is compressed; with one node there is none, and the plain path runs. The L
+    leaders factor as L ranks of their own whose gradients are their node's sum times L/W (W: all
+    ranks): Q is divided by L, so P Q^T approximates the sum over all ranks / W, and the leaders'
+    residuals add up to what the approximation left out of that sum, as in the flat case (dividing Q
+    by W instead would leave (1 - L/W) of every step's sum in the residuals, and the gradients
+    applied would grow towards W/L times the average).
 The plain path of a PowerSGD config places the algorithm's phases in the same slots (plain_phases),
 so that a bucket passes through every phase in order whichever path it takes.
 
@@ -255,6 +260,8 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
     takes part in the inter-node step for this rank's node (every rank: itself for the flat
     algorithms). `nonfinite(tensor)`: the 0-d NaN/Inf flag of a tensor (hooks.py's guard's)."""
     hierarchical = algorithm.name == "hierarchical"
+    # The ranks that factor (see "hierarchical" above): every rank, or the nodes' leaders.
+    factoring = psgd.nodes if hierarchical else world_size
     work = work_dtype(flat.dtype)
     leading = my_rank == leader
     m_all = scratch_get(index, "psgd-m", layout.m_numel, work)
@@ -284,7 +291,10 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
         vec[:layout.vector_numel].div_(world_size)
         for matrix in layout.matrices:
             grad, m, pt, _, state = views(matrix)
-            torch.add(grad, state.error, out=m)
+            if factoring == world_size:
+                torch.add(grad, state.error, out=m)
+            else:  # a node's sum, as the gradient of one of `factoring` ranks
+                torch.add(state.error, grad, alpha=factoring / world_size, out=m)
             torch.mm(state.qt, m.t(), out=pt)
         psgd.timed(time.perf_counter() - start)
 
@@ -304,7 +314,7 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
             return None
         done.append(True)
         start = time.perf_counter()
-        q_all.div_(world_size)
+        q_all.div_(factoring)
         bad = nonfinite(p_all) | nonfinite(q_all)
         if layout.vector_numel:
             bad |= nonfinite(vec[:layout.vector_numel])

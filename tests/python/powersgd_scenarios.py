@@ -1,6 +1,7 @@
 """Worker-side scenarios for the PowerSGD tests (run inside ddp_harness ranks); each returns plain data."""
 import copy
 import json
+import os
 import zlib
 
 import numpy as np
@@ -69,7 +70,12 @@ def _rel(got, want) -> float:
 
 def reference(rank: int, world_size: int, algorithm: str, powersgd_rank: int, bucket_mb: float) -> dict:
     """Start step 1: each step's averaged gradients, the new error of every rank and the new Q of
-    every matrix against reference_step fed with every rank's local gradients and state."""
+    every matrix against reference_step fed with every rank's local gradients and state.
+    hierarchical (nodes of LOCAL_WORLD_SIZE ranks): the factoring ranks are the L nodes' leaders (the
+    lowest rank of each node), each with its node's sum times L/W as its gradient; the other ranks
+    keep no state and get the same averaged gradients."""
+    local_size = int(os.environ["LOCAL_WORLD_SIZE"]) if algorithm == "hierarchical" else 1
+    leaders = list(range(0, world_size, local_size))
     ddp = acspeed.apply.wrap(distinct_model(), config(algorithm=algorithm, powersgd_rank=powersgd_rank,
                                                       powersgd_start_step=1, bucket_cap_mb=bucket_mb))
     local = distinct_model()
@@ -95,28 +101,36 @@ def reference(rank: int, world_size: int, algorithm: str, powersgd_rank: int, bu
             want = {name: sum(e[0][name] for e in everyone) / world_size for name in names}
             worst["grad"] = max(worst["grad"], max(_rel(got[n], want[n]) for n in names))
             continue
-        assert sorted(after["tensors"]) == sorted(n for n in names if n.endswith("weight")), after["tensors"].keys()
+        if rank in leaders:
+            assert sorted(after["tensors"]) == sorted(n for n in names if n.endswith("weight")), after["tensors"]
+        else:
+            assert not after["tensors"], after
+        states = [everyone[leader][1]["tensors"] for leader in leaders]  # the factoring ranks' states
         for name in names:
             shape = mine[name].shape
-            grads = [[e[0][name]] for e in everyone]
+            # each factoring rank's gradient: its node's sum, as the gradient of one of len(leaders) ranks
+            grads = [[sum(e[0][name] for e in everyone[leader:leader + local_size]) * (len(leaders) / world_size)]
+                     for leader in leaders]
             if len(shape) < 2:
-                want, _, _ = reference_step([shape], grads, [np.zeros(0)] * world_size, np.zeros(0), powersgd_rank)
+                want, _, _ = reference_step([shape], grads, [np.zeros(0)] * len(leaders), np.zeros(0), powersgd_rank)
                 worst["grad"] = max(worst["grad"], _rel(got[name], want[0]))
                 continue
-            if name in before["tensors"]:
-                q0 = before["tensors"][name]["q"].numpy().ravel()
-                errors = [e[1]["tensors"][name]["error"].numpy().ravel() for e in everyone]
+            if name in states[0]:
+                q0 = states[0][name]["q"].numpy().ravel()
+                errors = [state[name]["error"].numpy().ravel() for state in states]
             else:  # the first Q: torch.randn seeded by the parameter's name (powersgd.initial_q)
                 r = min(powersgd_rank, shape[0], int(np.prod(shape[1:])))
                 q0 = torch.randn(int(np.prod(shape[1:])), r,
                                  generator=torch.Generator().manual_seed(zlib.crc32(name.encode()))).numpy().ravel()
-                errors = [np.zeros(int(np.prod(shape)))] * world_size
+                errors = [np.zeros(int(np.prod(shape)))] * len(leaders)
             want, want_errors, want_q = reference_step([shape], grads, errors, q0, powersgd_rank)
             worst["grad"] = max(worst["grad"], _rel(got[name], want[0]))
-            worst["error"] = max(worst["error"], _rel(after["tensors"][name]["error"].numpy().ravel(),
-                                                      want_errors[rank]))
-            worst["q"] = max(worst["q"], _rel(after["tensors"][name]["q"].numpy().ravel(), want_q))
-        errors_seen.append(max(float(t["error"].abs().max()) for t in after["tensors"].values()))
+            if rank in leaders:
+                worst["error"] = max(worst["error"], _rel(after["tensors"][name]["error"].numpy().ravel(),
+                                                          want_errors[leaders.index(rank)]))
+                worst["q"] = max(worst["q"], _rel(after["tensors"][name]["q"].numpy().ravel(), want_q))
+        if rank in leaders:
+            errors_seen.append(max(float(t["error"].abs().max()) for t in after["tensors"].values()))
     state = acspeed.hooks.state_of(ddp)
     return {"worst": worst, "errors": errors_seen, "steps": after["step"],
             "compressed_buckets": state.powersgd.compressed_buckets, "compute_s": len(state.powersgd.compute_s)}
