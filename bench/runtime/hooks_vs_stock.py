@@ -4,6 +4,16 @@
   acspeed fp16                                      vs  torch's fp16_compress_hook      (5 and 25 MiB)
   acspeed bf16                                      vs  torch's bf16_compress_hook      (5 and 25 MiB)
   acspeed allreduce, 2 lanes (streams)              vs  the same with 1 lane            (5 MiB)
+  acspeed powersgd (ranks 1 and 4)                  vs  torch's powerSGD_hook, same rank (one 64 MiB bucket)
+  acspeed powersgd rank 4 at 5 MiB                  vs  powerSGD_hook rank 4 in one 64 MiB bucket
+
+torch's powerSGD_hook issues its all-reduces from future callbacks: with two buckets in flight
+their order differs between ranks and gloo aborts ("Received data size doesn't match expected
+size"), so on gloo it runs only with the whole model in one bucket (bucket_cap_mb 64 >= the 44.7 MB
+of gradients; DDP then caps the first bucket at the same size): the best a user of stock torch can
+do here. Both PowerSGDs: error feedback, warm start, PowerSGD from step 2 (torch's minimum), so the
+warm-up (4 steps) is past the start; torch's min_compression_rate 2 compresses every matrix of
+resnet18 at these ranks, as acspeed does.
 
 resnet18 (100 classes), 32x32 images, batch 16 per rank, fp32, SGD; 2 nodes x 1 process, each node
 pinned to its own core (`acspeed-testbed run PROFILE --pin`), gloo over the node's capped link. For
@@ -45,16 +55,26 @@ FORMAT_VERSION = 1
 GOAL = 0.98  # a comparison with a stock path meets the goal when acspeed's ratio of throughput is >= this
 
 
-def acspeed_side(bucket_mb: float, compression: str = "none", streams: int = 1) -> dict:
-    return {"kind": "acspeed", "bucket_mb": bucket_mb, "compression": compression, "streams": streams}
+POWERSGD_START = 2  # torch's smallest start_powerSGD_iter with error feedback and warm start
+ONE_BUCKET_MB = 64  # > resnet18's 44.7 MB of fp32 gradients (100 classes)
+
+
+def acspeed_side(bucket_mb: float, compression: str = "none", streams: int = 1, rank: int = 0) -> dict:
+    side = {"kind": "acspeed", "bucket_mb": bucket_mb, "compression": compression, "streams": streams}
+    if rank:
+        side["powersgd_rank"] = rank
+    return side
 
 
 def ddp_side(bucket_mb: float) -> dict:
     return {"kind": "ddp", "bucket_mb": bucket_mb}
 
 
-def stock_side(bucket_mb: float, compression: str) -> dict:
-    return {"kind": "stock", "bucket_mb": bucket_mb, "compression": compression}
+def stock_side(bucket_mb: float, compression: str, rank: int = 0) -> dict:
+    side = {"kind": "stock", "bucket_mb": bucket_mb, "compression": compression}
+    if rank:
+        side["powersgd_rank"] = rank
+    return side
 
 
 # name -> (candidate, baseline, is the baseline a stock torch path?)
@@ -66,6 +86,12 @@ COMPARISONS = {
     "bf16 vs bf16_compress_hook @5MiB": (acspeed_side(5, "bf16"), stock_side(5, "bf16"), True),
     "bf16 vs bf16_compress_hook @25MiB": (acspeed_side(25, "bf16"), stock_side(25, "bf16"), True),
     "streams 2 vs 1 @5MiB (allreduce, uncompressed)": (acspeed_side(5, streams=2), acspeed_side(5), False),
+    "powersgd r1 vs powerSGD_hook r1 @64MiB (one bucket)":
+        (acspeed_side(ONE_BUCKET_MB, "powersgd", rank=1), stock_side(ONE_BUCKET_MB, "powersgd", 1), True),
+    "powersgd r4 vs powerSGD_hook r4 @64MiB (one bucket)":
+        (acspeed_side(ONE_BUCKET_MB, "powersgd", rank=4), stock_side(ONE_BUCKET_MB, "powersgd", 4), True),
+    "powersgd r4 @5MiB vs powerSGD_hook r4 @64MiB": (acspeed_side(5, "powersgd", rank=4),
+                                                     stock_side(ONE_BUCKET_MB, "powersgd", 4), True),
 }
 
 
@@ -76,7 +102,7 @@ def _wrap(side: dict, make_model):
     exactly as torch builds it (acspeed's constructor patch off); acspeed's hook is then installed
     with the side's config, the way `import acspeed` installs it after construction."""
     import torch.distributed as dist  # noqa: PLC0415
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook  # noqa: PLC0415
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
 
     import acspeed.hooks  # noqa: PLC0415
@@ -87,14 +113,22 @@ def _wrap(side: dict, make_model):
         ddp = DDP(make_model(), bucket_cap_mb=side["bucket_mb"])
     finally:
         del os.environ["ACSPEED_DISABLE"]
+    if side["kind"] == "stock" and side["compression"] == "powersgd":
+        state = powerSGD_hook.PowerSGDState(dist.group.WORLD, matrix_approximation_rank=side["powersgd_rank"],
+                                            start_powerSGD_iter=POWERSGD_START)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        return ddp, None
     if side["kind"] == "stock":
         hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}[side["compression"]]
         ddp.register_comm_hook(dist.group.WORLD, hook)
         return ddp, None
     if side["kind"] == "ddp":
         return ddp, None
-    text = json.dumps({"version": 1, "bucket_cap_mb": side["bucket_mb"], "algorithm": "allreduce",
-                       "streams": side["streams"], "compression": side["compression"]})
+    fields = {"version": 2, "bucket_cap_mb": side["bucket_mb"], "algorithm": "allreduce",
+              "streams": side["streams"], "compression": side["compression"]}
+    if side["compression"] == "powersgd":
+        fields.update(powersgd_rank=side["powersgd_rank"], powersgd_start_step=POWERSGD_START)
+    text = json.dumps(fields)
     config, warnings = _runtime.core().CommConfig.from_json(text)
     if warnings:
         raise RuntimeError(f"config {text}: {warnings}")
@@ -112,12 +146,14 @@ def _measure(side: dict, make_model, data, args) -> dict:
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x, y = data
     times, cpu = [], []
-    for step in range(args.warmup + args.steps):
+    # PowerSGD sides warm up past the start step and two compressed steps (the first builds its state)
+    warmup = max(args.warmup, POWERSGD_START + 2) if side.get("compression") == "powersgd" else args.warmup
+    for step in range(warmup + args.steps):
         begin, begin_cpu = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(ddp(x), y).backward()
         optimizer.step()
-        if step >= args.warmup:
+        if step >= warmup:
             times.append(time.perf_counter() - begin)
             cpu.append(time.process_time() - begin_cpu)
     if state is not None:
