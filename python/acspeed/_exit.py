@@ -6,7 +6,7 @@ destroy_process_group() and the end of the script all fit in that gap (a busy CP
 the worker thread), the worker releases the work's tensors while the interpreter is finalizing,
 cannot take the GIL, and the process aborts with "terminate called without an active exception"
 (SIGABRT) after the job's work is done: torchrun then reports the whole job as failed (figures in
-docs/reliability.md, "Faults inside the training job"). At exit (atexit, the interpreter still
+docs/reliability.md, row 12). At exit (atexit, the interpreter still
 whole) acspeed releases the GIL and waits until every such thread is idle, at most IDLE_WAIT_S."""
 import atexit
 import os

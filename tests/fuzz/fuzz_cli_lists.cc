@@ -70,6 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   });
   parse_or_refuse([&] {
+    const auto ranks = parse_powersgd_rank_list("--powersgd-ranks", text);
+    check_list("--powersgd-ranks", ranks, text);
+    for (int r : ranks) {
+      if (r < 1 || r > kMaxPowerSgdRank) fuzz::broken("PowerSGD ranks are within 1..kMaxPowerSgdRank", text);
+    }
+  });
+  parse_or_refuse([&] {
     const auto channels = parse_channels_list("--nccl-channels", text);
     check_list("--nccl-channels", channels, text);
     for (int c : channels) {
