@@ -17,7 +17,9 @@ plain DDP on a slow link, and how the compressed runs converge under the converg
    trial by `acspeed-tune --strategy grid` over plain DDP (compression none), fp16 and PowerSGD
    ranks 1 and 4: every trial's loss curve, the convergence guard's verdict and its evidence are
    read from the store; the HTML report of that session (`acspeed-tune report --format html`)
-   plots the curves side by side.
+   plots the curves side by side. A second session runs the same grid over none and fp16 with
+   the tests' deliberately harmful compressor (`teacher:corrupted_task`: the fp16 path's averaged
+   gradients replaced by noise of their norm), whose verdict must be a fail.
 Writes --out (JSON) and the report, and prints Markdown tables for RESULTS.md.
 """
 import argparse
@@ -79,33 +81,49 @@ def speed(args, env: dict, work: pathlib.Path) -> dict:
                           "plain_p50_s": statistics.median(p for _, p in pairs)}}
 
 
-def convergence(args, env: dict, work: pathlib.Path) -> dict:
-    db = work / "convergence.db"
+def _convergence_session(args, env: dict, db: pathlib.Path, model: str, compression: str) -> tuple:
+    """One grid session of the convergence task; (command, {run name: its trial}, session id)."""
     tune = bench_tuner.build_dir() / "bin" / "acspeed-tune"
-    env = dict(env, PYTHONPATH=os.pathsep.join([str(HERE), env["PYTHONPATH"]]))
     warmup = 12
-    command = [str(tune), "--db", str(db), "--model", "teacher:task", "--batch-size", str(args.convergence_batch),
-               "--nproc-per-node", "2", "--compression", "none,fp16,powersgd", "--powersgd-ranks", "1,4",
+    command = [str(tune), "--db", str(db), "--model", model, "--batch-size", str(args.convergence_batch),
+               "--nproc-per-node", "2", "--compression", compression, "--powersgd-ranks", "1,4",
                "--algorithms", "allreduce", "--streams", "1", "--bucket-mb", "25", "--strategy", "grid",
                "--warmup", str(warmup), "--steps", str(args.convergence_steps - warmup), "--repeats", "3",
                "--budget-minutes", "0", "--trial-timeout", "1200", "--seed", str(args.seed)]
+    if "powersgd" not in compression:
+        command[command.index("--powersgd-ranks"):command.index("--powersgd-ranks") + 2] = []
     subprocess.run(command, env=env, check=True, timeout=3 * 3600)
     runs = {}
     with sqlite3.connect(db) as conn:
+        session = conn.execute("SELECT max(id) FROM sessions").fetchone()[0]
         for config_json, status, error, metrics_json in conn.execute(
-                "SELECT config_json, status, error, metrics_json FROM trials WHERE role = 'search' ORDER BY ordinal"):
+                "SELECT config_json, status, error, metrics_json FROM trials WHERE role = 'search' AND session_id = ? "
+                "ORDER BY ordinal", (session,)):
             config, metrics = json.loads(config_json), json.loads(metrics_json)
             name = config["compression"] if config["compression"] != "powersgd" else f"powersgd rank {config['powersgd_rank']}"
             runs[name] = {"status": status, "error": error, "losses": metrics.get("losses", []),
                           "guard": metrics.get("guard"), "p50_s": metrics.get("p50_s"),
                           "compression_s": metrics.get("compression_s")}
-        session = conn.execute("SELECT max(id) FROM sessions").fetchone()[0]
+    return command, runs, session
+
+
+def convergence(args, env: dict, work: pathlib.Path) -> dict:
+    db = work / "convergence.db"
+    tune = bench_tuner.build_dir() / "bin" / "acspeed-tune"
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(HERE), str(REPO / "tests" / "tuner"), env["PYTHONPATH"]]))
+    command, runs, session = _convergence_session(args, env, db, "teacher:task", "none,fp16,powersgd")
+    with sqlite3.connect(db) as conn:
         decision = conn.execute("SELECT config_json, note FROM decisions WHERE active = 1").fetchone()
     pathlib.Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(tune), "--db", str(db), "report", "--session", str(session), "--format", "html",
                     "-o", args.report, "--force"], env=env, check=True)
+    # the harmful compressor: its own store (its decision must not touch the first one's)
+    corrupted_command, corrupted, _ = _convergence_session(args, env, work / "convergence-corrupted.db",
+                                                           "teacher:corrupted_task", "none,fp16")
+    runs["corrupting compressor"] = corrupted["fp16"]
     return {"runs": runs, "decision": {"config": json.loads(decision[0]), "note": decision[1]}, "report": args.report,
-            "command": command}
+            "command": command, "corrupting_command": corrupted_command,
+            "corrupting_reference_matches": corrupted["none"]["losses"] == runs["none"]["losses"]}
 
 
 def main():

@@ -1,5 +1,5 @@
 """The convergence task of bench/compression (`--model teacher:task`, with bench/compression on
-PYTHONPATH): a learnable synthetic classification. Inputs are standard normal vectors; labels come
+PYTHONPATH; `teacher:corrupted_task` with tests/tuner too): a learnable synthetic classification. Inputs are standard normal vectors; labels come
 from a fixed, seeded random teacher network (two layers, 10 classes), so there is a function to
 learn and every run sees the same data. The student is a three-layer MLP (64 -> 512 -> 512 -> 10)
 whose weight matrices are large enough for a low rank to lose information."""
@@ -35,3 +35,13 @@ def task():
     student = torch.nn.Sequential(torch.nn.Linear(INPUTS, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
                                   torch.nn.ReLU(), torch.nn.Linear(512, CLASSES))
     return student, make_batch
+
+
+def corrupted_task():
+    """task() under the tests' deliberately harmful compressor (tests/tuner/tiny_models.py): each
+    compressed bucket's averaged gradient replaced by seeded noise of its norm. The convergence guard
+    must reject it on this task."""
+    from tiny_models import corrupt_compressed_buckets  # noqa: PLC0415 - tests/tuner on PYTHONPATH
+
+    corrupt_compressed_buckets()
+    return task()

@@ -17,7 +17,7 @@ while they wait in DDP's allreduce), kill_launcher (SIGKILL to the rank's parent
 rank goes with it, by its parent-death signal).
 
 `tiny_models:corrupting_mlp` is the MLP with a deliberately harmful compressor, for the
-convergence guard's test: in that worker, acspeed's fp16 path hands DDP seeded noise of each
+convergence guard's test (and, on the convergence task, bench/compression): in that worker, acspeed's fp16 path hands DDP seeded noise of each
 bucket's norm instead of its averaged gradient (the same on every rank, so training goes on)."""
 import os
 import resource
@@ -104,7 +104,9 @@ def faulty_mlp():
     return _FaultyMlp(group), _make_batch
 
 
-def _corrupt_compressed_buckets() -> None:
+def corrupt_compressed_buckets() -> None:
+    """Patches this process's hook engine: every compressed bucket's result becomes seeded noise of
+    its norm (the same on every rank). Also bench/compression/teacher.py's corrupted_task."""
     import acspeed.hooks as hooks  # noqa: PLC0415 - the worker's engine, patched in this process only
     original = hooks.HookState._job
     calls = [0]
@@ -131,6 +133,6 @@ def _corrupt_compressed_buckets() -> None:
 
 
 def corrupting_mlp():
-    _corrupt_compressed_buckets()
+    corrupt_compressed_buckets()
     torch.manual_seed(0)
     return _Mlp(), _make_batch
