@@ -143,7 +143,8 @@ class ModelStrategy : public Strategy {
     const auto model_view = options_.forecast(default_point_);  // reliability is the link fit's, not a point's
     const bool reliable = model_view && model_view->reliable;
     if (!reliable) unreliable_seen_ = true;
-    if (reliable && best < kFailedCost && lowest_bound < kFailedCost &&
+    note_bound_beaten();
+    if (reliable && beaten_bound_.empty() && best < kFailedCost && lowest_bound < kFailedCost &&
         best <= (1 + options_.stop_margin) * lowest_bound) {
       stopped_ = fmt::format("stopped: the best measured step ({:.1f} ms) is within {:.0f}% of the lowest bound "
                              "({:.1f} ms)", best * 1e3, options_.stop_margin * 100, lowest_bound * 1e3);
@@ -187,10 +188,28 @@ class ModelStrategy : public Strategy {
       return "the link fit did not explain the communication times within 10%: the model only ordered the "
              "configs, pruning none";
     }
-    return stopped_;
+    if (beaten_bound_.empty()) return stopped_;
+    return stopped_.empty() ? beaten_bound_ : stopped_ + "; " + beaten_bound_;
   }
 
  private:
+  // A measured step more than stop_margin below its own forecast bound shows the bounds overestimate
+  // this session's steps: the search is then never stopped at "the lowest bound" (it could stop
+  // before a config that is faster still). Said once, with the first such measurement.
+  void note_bound_beaten() {
+    if (!beaten_bound_.empty()) return;
+    for (const auto& [point, cost] : measured_) {
+      if (cost >= kFailedCost) continue;
+      const auto f = options_.forecast(point);
+      if (f && cost < (1 - options_.stop_margin) * f->bound_s) {
+        beaten_bound_ = fmt::format("a measured step ({:.1f} ms) was more than {:.0f}% below its bound ({:.1f} ms): "
+                                    "the bounds overestimate this session's steps, so the search did not stop at "
+                                    "the lowest bound", cost * 1e3, options_.stop_margin * 100, f->bound_s * 1e3);
+        return;
+      }
+    }
+  }
+
   StrategyOptions options_;
   DescentStrategy descent_;
   Point default_point_;
@@ -201,6 +220,7 @@ class ModelStrategy : public Strategy {
   size_t skipped_ = 0;
   std::string stopped_;
   bool unreliable_seen_ = false;
+  std::string beaten_bound_;
   std::optional<double> forecast_of_next_;  // what the model predicted for the point being measured
   std::vector<double> errors_;              // |forecast - measured| / measured of the points measured
 

@@ -14,7 +14,8 @@
 // model's own forecasts of the points measured so far, whichever is larger (re-judged after
 // every trial, as the model learns; so noise the model cannot explain widens it),
 // and stops when the best measured step is within (1 + stop_margin) x the lowest bound of any
-// point: no config can be much faster. Points the model cannot forecast (a compression it has no
+// point: no config can be much faster (never once a measured step came out more than stop_margin
+// below its own bound: the bounds then overestimate, and a config not measured yet may be faster). Points the model cannot forecast (a compression it has no
 // byte model for) are measured before the forecast ones. Until the model forecasts (one node, no
 // probe) it runs coordinate descent, keeping what descent measured. While the link fit leaves more
 // than 10% of the communication times unexplained (a CPU-bound, loaded machine) it only orders.
