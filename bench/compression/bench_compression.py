@@ -86,12 +86,12 @@ def _convergence_session(args, env: dict, db: pathlib.Path, model: str, compress
     tune = bench_tuner.build_dir() / "bin" / "acspeed-tune"
     warmup = 12
     command = [str(tune), "--db", str(db), "--model", model, "--batch-size", str(args.convergence_batch),
-               "--nproc-per-node", "2", "--compression", compression, "--powersgd-ranks", "1,4",
+               "--nproc-per-node", "2", "--compression", compression,
                "--algorithms", "allreduce", "--streams", "1", "--bucket-mb", "25", "--strategy", "grid",
                "--warmup", str(warmup), "--steps", str(args.convergence_steps - warmup), "--repeats", "3",
                "--budget-minutes", "0", "--trial-timeout", "1200", "--seed", str(args.seed)]
-    if "powersgd" not in compression:
-        command[command.index("--powersgd-ranks"):command.index("--powersgd-ranks") + 2] = []
+    if "powersgd" in compression:
+        command += ["--powersgd-ranks", "1,4"]
     subprocess.run(command, env=env, check=True, timeout=3 * 3600)
     runs = {}
     with sqlite3.connect(db) as conn:

@@ -291,10 +291,8 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
         vec[:layout.vector_numel].div_(world_size)
         for matrix in layout.matrices:
             grad, m, pt, _, state = views(matrix)
-            if factoring == world_size:
-                torch.add(grad, state.error, out=m)
-            else:  # a node's sum, as the gradient of one of `factoring` ranks
-                torch.add(state.error, grad, alpha=factoring / world_size, out=m)
+            # hierarchical: a node's sum, as the gradient of one of `factoring` ranks (flat: alpha 1)
+            torch.add(state.error, grad, alpha=factoring / world_size, out=m)
             torch.mm(state.qt, m.t(), out=pt)
         psgd.timed(time.perf_counter() - start)
 

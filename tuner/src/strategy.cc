@@ -136,14 +136,17 @@ class ModelStrategy : public Strategy {
     for (const auto& p : order_) {
       const auto f = options_.forecast(p);
       if (f) lowest_bound = std::min(lowest_bound, f->bound_s);
-      if (measured_.count(p)) continue;
+      const auto measured = measured_.find(p);
+      if (measured != measured_.end()) {
+        if (f) note_if_bound_beaten(measured->second, *f);
+        continue;
+      }
       if (!f) return p;  // the model cannot say: measure it
       forecast.emplace_back(p, *f);
     }
     const auto model_view = options_.forecast(default_point_);  // reliability is the link fit's, not a point's
     const bool reliable = model_view && model_view->reliable;
     if (!reliable) unreliable_seen_ = true;
-    note_bound_beaten();
     if (reliable && beaten_bound_.empty() && best < kFailedCost && lowest_bound < kFailedCost &&
         best <= (1 + options_.stop_margin) * lowest_bound) {
       stopped_ = fmt::format("stopped: the best measured step ({:.1f} ms) is within {:.0f}% of the lowest bound "
@@ -196,18 +199,11 @@ class ModelStrategy : public Strategy {
   // A measured step more than stop_margin below its own forecast bound shows the bounds overestimate
   // this session's steps: the search is then never stopped at "the lowest bound" (it could stop
   // before a config that is faster still). Said once, with the first such measurement.
-  void note_bound_beaten() {
-    if (!beaten_bound_.empty()) return;
-    for (const auto& [point, cost] : measured_) {
-      if (cost >= kFailedCost) continue;
-      const auto f = options_.forecast(point);
-      if (f && cost < (1 - options_.stop_margin) * f->bound_s) {
-        beaten_bound_ = fmt::format("a measured step ({:.1f} ms) was more than {:.0f}% below its bound ({:.1f} ms): "
-                                    "the bounds overestimate this session's steps, so the search did not stop at "
-                                    "the lowest bound", cost * 1e3, options_.stop_margin * 100, f->bound_s * 1e3);
-        return;
-      }
-    }
+  void note_if_bound_beaten(double cost, const Forecast& f) {
+    if (!beaten_bound_.empty() || cost >= kFailedCost || cost >= (1 - options_.stop_margin) * f.bound_s) return;
+    beaten_bound_ = fmt::format("a measured step ({:.1f} ms) was more than {:.0f}% below its bound ({:.1f} ms): the "
+                                "bounds overestimate this session's steps, so the search did not stop at the lowest "
+                                "bound", cost * 1e3, options_.stop_margin * 100, f.bound_s * 1e3);
   }
 
   StrategyOptions options_;
