@@ -78,7 +78,9 @@ def _first_bucket_mb(arguments: dict, parameters, config: "CommConfig", notes: l
         notes.append("first_bucket_mb not applied: you passed bucket_cap_mb_list")
         return None
     cap = arguments.get("bucket_cap_mb")
-    cap_mb = cap if cap is not None else getattr(torch.nn.parallel.distributed, "_DEFAULT_BUCKET_CAP_MB", 25)
+    cap_mb = cap
+    if cap_mb is None:  # torch's own constant where it has one, else the runtime's (config.h)
+        cap_mb = getattr(torch.nn.parallel.distributed, "_DEFAULT_BUCKET_CAP_MB", _runtime.core().DDP_DEFAULT_BUCKET_MB)
     if first > cap_mb:  # DDP (and torch.compile's DDPOptimizer) want the first bucket <= the others
         notes.append(f"first_bucket_mb {first:g} not applied: larger than the bucket cap {cap_mb:g} MiB")
         return None

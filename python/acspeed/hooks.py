@@ -48,9 +48,13 @@ from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, d
 if TYPE_CHECKING:
     from ._core import CommConfig
 
-# A config's compression (validated by the runtime) as the dtype gradients travel in; None: uncompressed
-# (powersgd: low-rank factors in the gradients' dtype, see powersgd.py).
-_COMPRESSION_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16, "powersgd": None}
+
+def _wire_dtype(config: "CommConfig") -> Optional[torch.dtype]:
+    """The dtype a cast compression (fp16, bf16) sends buckets in, from the runtime's compression table
+    (runtime/include/acspeed/comm_methods.h); None: the gradients' own (uncompressed, or a low-rank
+    compression's factors, see powersgd.py)."""
+    name = config.compression_info.cast_dtype
+    return getattr(torch, name) if name else None
 
 
 def _nonfinite(tensor: torch.Tensor) -> torch.Tensor:
@@ -135,10 +139,10 @@ class HookState:
                       f"groups, on NCCL communicators with their own GPU buffers): using {MAX_LANES}",
                       once=("max-lanes", streams))
             streams = MAX_LANES
-        topology = Topology.discover(group, device) if config.algorithm == "hierarchical" else None
+        topology = Topology.discover(group, device) if config.algorithm_info.by_node else None
         psgd = None
         roles = algorithm.roles
-        if config.compression == "powersgd":
+        if config.compression_info.form == "low_rank":  # powersgd.py is the low-rank compression
             psgd = powersgd.PowerSgd(config.powersgd_rank, config.powersgd_start_step,
                                      len(topology.nodes) if topology is not None else 1)
             roles = powersgd.roles(algorithm)
@@ -153,7 +157,7 @@ class HookState:
             if failed:
                 raise RuntimeError(describe_failures(failed))
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
-            wanted = _COMPRESSION_DTYPES[config.compression]
+            wanted = _wire_dtype(config)
             needs_probe = config.algorithm != "allreduce" or wanted is not None
             collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device) \
                 if needs_probe else Collectives(native={})
@@ -264,7 +268,7 @@ class HookState:
         """The bucket's compressed reduction, or None when it takes the plain path: no gradient of
         two or more dimensions in it, or (hierarchical) no inter-node step to compress."""
         psgd = self.powersgd
-        if self.algorithm.name == "hierarchical" and psgd.nodes < 2:
+        if self.algorithm.by_node and psgd.nodes < 2:
             return None
         layout = powersgd.Layout.of([(self.param_names.get(id(p), f"bucket{index}.{k}"), tuple(p.shape))
                                      for k, p in enumerate(bucket.parameters())], psgd.rank)
@@ -276,7 +280,7 @@ class HookState:
             return None
         me = dist.get_rank()
         leader = me
-        if self.algorithm.name == "hierarchical":
+        if self.algorithm.by_node:
             if lane.leader is not None:
                 leader = lane.leader
             elif lane.intra is not None:
@@ -291,7 +295,7 @@ class HookState:
         # The guard (no GradScaler): a bucket whose factors are not finite keeps its raw gradients and is
         # reduced again uncompressed. Not for hierarchical: its intra-node reduce consumed the raw gradients.
         guarded = _Guarded(job=None, flat=flat, unpack=lambda: None) \
-            if self._guard and self.algorithm.name != "hierarchical" else None
+            if self._guard and not self.algorithm.by_node else None
 
         def finish() -> Optional[torch.Tensor]:
             bad = decompress(guarded is not None)

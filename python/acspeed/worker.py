@@ -244,7 +244,7 @@ class Trainer:
         optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
         scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
         warmup, steps = int(request["warmup"]), int(request["steps"])
-        if config.compression == "powersgd":
+        if config.compression_info.ranked:  # uncompressed before its start step: time compressed steps
             warmup = max(warmup, config.powersgd_start_step + 2)
         times, losses = [], []
         cores = sorted(os.sched_getaffinity(0))
@@ -311,7 +311,7 @@ class Trainer:
                 result.update(bucket_count=len(summary["buckets"]),
                               bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
         fidelity_steps = int(request.get("fidelity_steps", 0))
-        if fidelity_steps > 0 and config.compression != "none" and result["finite"]:
+        if fidelity_steps > 0 and config.compression_info.changes_numerics and result["finite"]:
             result.update(self._fidelity(scaler, control_group, fidelity_steps))
         if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
             result.pop("loss_first")

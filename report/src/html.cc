@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/strings.h"
 #include "render.h"
 #include "svg.h"
@@ -18,7 +19,6 @@
 namespace acspeed::report {
 namespace {
 
-constexpr double kDdpDefaultBucketMb = 25.0;  // DDP's bucket_cap_mb when the config leaves it unset
 // Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7F7F7F", "#000000"};
 constexpr const char* kComputeColour = "#0072B2";
@@ -47,7 +47,7 @@ std::vector<double> axis_ticks(double lo, double hi, bool from_zero) {
 
 std::string series_label(const CommConfig& c) {
   std::string label = fmt::format("{}, {} stream{}", to_string(c.algorithm), c.streams, c.streams == 1 ? "" : "s");
-  if (c.compression != Compression::kNone) label += fmt::format(", {}", to_string(c.compression));
+  if (changes_numerics(c)) label += fmt::format(", {}", to_string(c.compression));
   if (c.gradient_as_bucket_view.value_or(false)) label += ", grad-as-bucket-view";
   return label;
 }
@@ -304,7 +304,7 @@ std::string loss_chart(const Report& r) {
   bool judged = false;
   for (const auto& t : r.trials) {
     if (t.record.role != "search" || t.metrics.losses.empty() || !t.config) continue;
-    const bool compressed = t.config->compression != Compression::kNone;
+    const bool compressed = changes_numerics(*t.config);
     if (compressed && t.metrics.guard.is_null()) continue;
     judged = judged || compressed;
     shown.push_back(&t);
@@ -349,7 +349,7 @@ std::string loss_chart(const Report& r) {
     svg.polyline(points, colour(i), 1.5);
     const double legend_y = kTop + 14 + 18 * static_cast<double>(i);
     svg.line(kLeft + kPlotW + 14, legend_y - 4, kLeft + kPlotW + 34, legend_y - 4, colour(i), 3);
-    const bool compressed = t->config->compression != Compression::kNone;
+    const bool compressed = changes_numerics(*t->config);
     svg.text(kLeft + kPlotW + 40, legend_y,
              fmt::format("#{} {}{}", t->record.ordinal, t->config->describe(),
                          compressed ? (t->metrics.guard.value("passed", false) ? " (guard: pass)" : " (guard: fail)")

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/comm_methods.h"
 #include "render.h"
 
 namespace acspeed::report {
@@ -65,7 +66,7 @@ const std::vector<TrialColumn>& trial_columns() {
       {"comm_s", "Comm", K::kSeconds, kInAll, [](R, T t) -> CellValue { return t.metrics.comm_s; }},
       {"exposed_comm_s", "Exposed comm", K::kSeconds, kInAll,
        [](R, T t) -> CellValue { return t.metrics.exposed_comm_s; }},
-      {"compression_s", "PowerSGD compute", K::kSeconds, kInAll,
+      {"compression_s", own_compute_names(true) + " compute", K::kSeconds, kInAll,
        [](R, T t) -> CellValue { return t.metrics.compression_s; }},
       {"loss", "Loss", K::kLoss, kInAll, [](R, T t) -> CellValue { return t.metrics.loss; }},
       {"guard", "Convergence guard", K::kText, kInAll, [](R, T t) -> CellValue { return format_guard(t); }},

@@ -77,6 +77,14 @@ def test_compute_mode_times_the_bare_model_and_its_phases(worker):
                                 "vectors": [[256, 4, 2], [10, 4, 1]]}, worker.gradients
 
 
+def test_gradient_as_bucket_view_runs_the_same_numerics(worker):
+    plain = worker(1, bucket_cap_mb=1)
+    viewed = worker(2, bucket_cap_mb=1, gradient_as_bucket_view=True)  # the tuner's --grad-as-bucket-view
+    assert plain["status"] == "ok" and viewed["status"] == "ok", (plain, viewed)
+    # The same weights and batch: gradients that are views into the buckets reduce to the same losses.
+    assert viewed["losses"] == pytest.approx(plain["losses"], rel=1e-6), (plain["losses"], viewed["losses"])
+
+
 def test_hooked_mode_reports_the_buckets_that_plain_ddp_does_not(worker):
     if not worker.probe:
         pytest.skip("the probes (acspeed._probes) are not built")

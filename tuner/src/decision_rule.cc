@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/tuner/statistics.h"
 #include "convergence_guard.h"
 
@@ -19,7 +20,7 @@ void to_json(nlohmann::json& j, const PairRun& p) {
 }
 
 std::string pair_rejection(const CommConfig& candidate, PairRun& pair, const RuleOptions& options) {
-  if (candidate.compression != Compression::kNone) {
+  if (changes_numerics(candidate)) {
     const GuardVerdict verdict = judge_convergence(pair.candidate_metrics, pair.baseline_metrics);
     pair.guard = verdict.evidence;
     return verdict.passed ? "" : "the convergence guard failed it: " + verdict.reason;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/process/signals.h"
@@ -86,16 +87,14 @@ class Session {
   std::optional<TrialMetrics> guard_reference_;
 };
 
-bool changes_numerics(const CommConfig& config) { return config.compression != Compression::kNone; }
-
 // What a compressed config's gradient-fidelity window depends on (convergence_guard.h): its
 // numerics, not its buckets or lanes.
 std::string numerics_key(const CommConfig& config) {
   std::string key(to_string(config.compression));
-  if (config.compression == Compression::kPowerSgd) {
+  if (info(config.compression).ranked) {
     key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
   }
-  if (config.algorithm == Algorithm::kHierarchical) key += " hierarchical";
+  if (info(config.algorithm).by_node) key += fmt::format(" {}", to_string(config.algorithm));
   return key;
 }
 
@@ -261,7 +260,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
 
 void Session::ensure_guard_reference() {
   const bool compressed_searched = std::any_of(o_.space.compression.begin(), o_.space.compression.end(),
-                                               [](Compression c) { return c != Compression::kNone; });
+                                               [](Compression c) { return info(c).changes_numerics; });
   if (!compressed_searched) return;
   for (const auto& m : measured_) {
     if (!changes_numerics(m.config) && m.cost < kFailedCost && !m.metrics.losses.empty()) {

@@ -14,7 +14,7 @@
 //   "compute_s"        float   probe: median per-step compute time (s), rank 0
 //   "comm_s"           float   probe: median per-step communication time (s), rank 0
 //   "exposed_comm_s"   float   probe: median per-step communication not hidden behind compute (s)
-//   "probe"            string  which probe produced the breakdown ("cpu-timers", "cupti", ...)
+//   "probe"            string  which probe produced the breakdown ("cpu" or "cupti", acspeed.probes' backends)
 //   "bucket_count"     int     probe, acspeed's hook: gradient buckets communicated per step
 //   "bucket_bytes"     int     probe, acspeed's hook: their payload per step before compression (bytes)
 //   "forward_s" "optimizer_s"  float   compute-only trials: median forward / optimizer time (s)
