@@ -91,9 +91,7 @@ class Session {
 // numerics, not its buckets or lanes.
 std::string numerics_key(const CommConfig& config) {
   std::string key(to_string(config.compression));
-  if (info(config.compression).ranked) {
-    key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
-  }
+  if (info(config.compression).ranked) key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
   if (info(config.algorithm).by_node) key += fmt::format(" {}", to_string(config.algorithm));
   return key;
 }
