@@ -36,7 +36,7 @@ std::string render_csv(const Report& r) {
   std::string out = row({"session_id", "trial_id", "ordinal", "role", "status", "config", "bucket_cap_mb",
                          "first_bucket_mb", "gradient_as_bucket_view", "algorithm", "streams", "compression",
                          "steps", "step_p50_s", "step_p90_s", "step_p95_s", "step_mean_s", "samples_per_s", "samples_per_s_per_device",
-                         "speedup_vs_baseline_x", "compute_s", "comm_s", "exposed_comm_s", "compression_s", "loss", "guard", "error",
+                         "speedup_vs_baseline_x", "inflation_x", "effective_speedup_x", "compute_s", "comm_s", "exposed_comm_s", "compression_s", "loss", "guard", "error",
                          "config_json", "bound_s", "efficiency"});
   for (const auto& t : r.trials) {
     const auto stat = [&t](double StepStats::*field) {
@@ -54,7 +54,11 @@ std::string render_csv(const Report& r) {
          number(t.samples_per_s && r.session.world_size > 0
                     ? std::optional<double>(*t.samples_per_s / static_cast<double>(r.session.world_size))
                     : std::nullopt),
-         number(t.speedup_vs_baseline), number(t.metrics.compute_s),
+         number(t.speedup_vs_baseline),
+         number(t.metrics.inflation && t.metrics.inflation->kind == tuner::InflationKind::kMeasured
+                    ? std::optional<double>(t.metrics.inflation->estimate)
+                    : std::nullopt),
+         number(effective_speedup_vs_baseline(t)), number(t.metrics.compute_s),
          number(t.metrics.comm_s), number(t.metrics.exposed_comm_s), number(t.metrics.compression_s),
          number(t.metrics.loss), format_guard(t), t.record.error, t.record.config_json, number(t.bound_s), number(t.efficiency)});
   }
