@@ -34,11 +34,12 @@ def _rank(rank: int, world: int, port: int, args, queue) -> None:
     from acspeed import worker  # noqa: PLC0415 - after PYTHONPATH is set by the caller
     group = dist.new_group(backend="gloo")
     out = {}
-    for model in MODELS:
+    for model in args.models.split(","):
         trainer_args = types.SimpleNamespace(model=model, batch_size=args.batch_size, image_size=32,
                                              precision="fp32", data=None, trajectory_steps=args.steps)
         trainer = worker.Trainer(trainer_args, torch.device("cpu"))
-        for name, fields in CONFIGS.items():
+        for name in args.configs.split(","):
+            fields = CONFIGS[name]
             out[f"{model} {name}"] = trainer._trajectory({"version": 2, **fields}, group, args.steps)
     if rank == 0:
         queue.put(out)
@@ -49,6 +50,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--out", default=str(HERE / "fixtures" / "trajectories" / "test_models.json"))
     args = parser.parse_args()
     with socket.socket() as sock:
