@@ -31,7 +31,7 @@ def _rank(rank: int, world: int, port: int, args, queue) -> None:
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    from acspeed import worker  # noqa: PLC0415 - after PYTHONPATH is set by the caller
+    from acspeed import _runtime, worker  # noqa: PLC0415 - after PYTHONPATH is set by the caller
     group = dist.new_group(backend="gloo")
     out = {}
     for model in args.models.split(","):
@@ -40,7 +40,8 @@ def _rank(rank: int, world: int, port: int, args, queue) -> None:
         trainer = worker.Trainer(trainer_args, torch.device("cpu"))
         for name in args.configs.split(","):
             fields = CONFIGS[name]
-            out[f"{model} {name}"] = trainer._trajectory({"version": 2, **fields}, group, args.steps)
+            config, _ = _runtime.core().CommConfig.from_json(json.dumps({"version": 2, **fields}))
+            out[f"{model} {name}"] = trainer._trajectory(config, group, args.steps)
     if rank == 0:
         queue.put(out)
     dist.destroy_process_group()
