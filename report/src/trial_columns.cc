@@ -62,6 +62,14 @@ const std::vector<TrialColumn>& trial_columns() {
        }},
       {"speedup_vs_baseline_x", "Speedup vs baseline", K::kRatio, kInAll,
        [](R, T t) -> CellValue { return t.speedup_vs_baseline; }},
+      // Step inflation (tuner/inflation.h) and speedup / inflation, beside the step speedup.
+      {"inflation_x", "Inflation", K::kRatio, kInCsv,
+       [](R, T t) -> CellValue {
+         const auto& i = t.metrics.inflation;
+         return i && i->kind == tuner::InflationKind::kMeasured ? Number(i->estimate) : std::nullopt;
+       }},
+      {"effective_speedup_x", "Effective speedup", K::kRatio, kInCsv,
+       [](R, T t) -> CellValue { return effective_speedup_vs_baseline(t); }},
       {"compute_s", "Compute", K::kSeconds, kInAll, [](R, T t) -> CellValue { return t.metrics.compute_s; }},
       {"comm_s", "Comm", K::kSeconds, kInAll, [](R, T t) -> CellValue { return t.metrics.comm_s; }},
       {"exposed_comm_s", "Exposed comm", K::kSeconds, kInAll,

@@ -207,7 +207,7 @@ std::vector<Knob> make_knobs() {
       {&SearchSpace::powersgd_ranks, kDefaultPowerSgdRank, "powersgd rank {}", searches_powersgd,
        parse_powersgd_rank_list,
        [](int rank, CommConfig& c) {
-         if (c.compression == Compression::kPowerSgd) c.powersgd_rank = rank;  // other configs do not use it
+         if (info(c.compression).ranked) c.powersgd_rank = rank;  // other configs do not use it
        },
        [](const CommConfig& c) { return c.powersgd_rank; }}));
   k.back().parse = [](SearchSpace& s, std::string_view option, std::string_view text) {
