@@ -5,19 +5,22 @@ each compares with a reference run (plain DDP, or torch's stock hook for the sam
 import copy
 import io
 import json
+import os
 import pickle
 import threading
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.join import Join
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as torch_powersgd
 
 import acspeed
 import acspeed.apply
 import acspeed.hooks
-from ddp_scenarios import (STOCK_HOOKS, Captured, _inject_on, batches, config, environment, flat_params, make_model,
-                           plain_ddp, stock_hook_ddp, train)
+from ddp_scenarios import (STOCK_HOOKS, Captured, CountingObserver, _inject_on, batches, config, environment,
+                           flat_params, make_model, plain_ddp, stock_hook_ddp, train)
+from torch.nn.parallel import DistributedDataParallel as DDP_CLASS
 
 
 def config_v2(**fields) -> str:
@@ -349,3 +352,144 @@ def copies_and_autograd(rank: int, world_size: int) -> dict:
     out["_log"] = captured.take()
     return out
 
+
+
+# --- process groups and backends as users have them; compiled paths --------------------------------
+
+class _WorkWithoutFuture:
+    """A backend's Work that has no future, as some backends' ("Work::getFuture not implemented")."""
+
+    def __init__(self, work):
+        self._work = work
+
+    def wait(self, *args):
+        return self._work.wait(*args)
+
+    def is_completed(self):
+        return self._work.is_completed()
+
+    def get_future(self):
+        raise RuntimeError("Work::getFuture not implemented.")
+
+
+class _NoFutures:
+    """The asynchronous collectives of torch.distributed's Python API return Work without a future
+    (DDP's own reducer, in C++, is untouched, as on such a backend whose all-reduce DDP can use)."""
+    NAMES = ("all_reduce", "all_gather_into_tensor", "all_gather", "broadcast", "reduce", "reduce_scatter_tensor")
+
+    def __enter__(self):
+        self.saved = {name: getattr(dist, name) for name in self.NAMES}
+        for name, function in self.saved.items():
+            setattr(dist, name, self._without_future(function))
+        return self
+
+    @staticmethod
+    def _without_future(function):
+        def call(*args, **kwargs):
+            work = function(*args, **kwargs)
+            return _WorkWithoutFuture(work) if kwargs.get("async_op") else work
+        return call
+
+    def __exit__(self, *exc):
+        for name, function in self.saved.items():
+            setattr(dist, name, function)
+
+
+HOOKED = config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=0.001)
+
+
+def _on_group(rank: int, text: str, **kwargs) -> dict:
+    """The config applied through `import acspeed` (ACSPEED_CONFIG) to DDP with these arguments,
+    against plain DDP with the same arguments."""
+    base = train(plain_ddp(make_model(), **kwargs), rank)
+    with environment(ACSPEED_CONFIG=text):
+        ddp = DDP_CLASS(make_model(), **kwargs)
+    return {"hook": acspeed.hooks.state_of(ddp) is not None, "equal": torch.equal(train(ddp, rank), base)}
+
+
+def backends_and_compile(rank: int, world_size: int, folder: str) -> dict:
+    """Backends without futures, backend names, subgroups, a device mesh, DDP(torch.compile(model)),
+    and DDP's per-parameter (python reducer) hook path on a model acspeed hooked."""
+    from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415
+    captured = Captured()
+    hooked_file = os.path.join(folder, "hooked.json")
+    with open(hooked_file, "w") as out_file:
+        out_file.write(HOOKED)
+    out = {}
+    base = train(plain_ddp(make_model()), rank)
+    captured.take()
+
+    with _NoFutures():
+        for name, text in (("hooked", HOOKED), ("fp16", config(compression="fp16", bucket_cap_mb=0.001)),
+                           ("hierarchical", config(algorithm="hierarchical", bucket_cap_mb=0.001))):
+            ddp = acspeed.apply.wrap(make_model(), text)
+            out[f"no_future/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                                        "cap": ddp.bucket_bytes_cap,
+                                        "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
+            del ddp
+
+    # Backend names as torch spells them for device-qualified and mixed groups.
+    for name in ("cpu:gloo", "cpu:gloo,cuda:nccl"):
+        try:
+            group = dist.new_group([0, 1], backend=name)
+        except (RuntimeError, ValueError) as error:
+            out[f"backend/{name}"] = {"skipped": str(error).splitlines()[0]}
+            continue
+        result = _on_group(rank, hooked_file, process_group=group)
+        result["backend"] = str(dist.get_backend(group))
+        result["log"] = captured.take()
+        out[f"backend/{name}"] = result
+
+    # A subgroup of every rank, one rank's own group, a device mesh.
+    out["subgroup/all"] = _on_group(rank, hooked_file, process_group=dist.new_group([0, 1]))
+    singles = [dist.new_group([0]), dist.new_group([1])]
+    out["subgroup/own"] = _on_group(rank, hooked_file, process_group=singles[rank])
+    out["subgroup/own"]["log"] = captured.take()
+    out["device_mesh"] = _on_group(rank, hooked_file, device_mesh=init_device_mesh("cpu", (world_size,)))
+    captured.take()
+
+    # DDP around a compiled module (AOT autograd: the backward is one compiled function), against
+    # plain DDP around the same: non-compressing configs give the same parameters.
+    for name, text in (("bucket_only", config(bucket_cap_mb=0.001)), ("hooked", HOOKED)):
+        reference = train(plain_ddp(torch.compile(make_model(), backend="aot_eager")), rank)
+        ddp = acspeed.apply.wrap(torch.compile(make_model(), backend="aot_eager"), text)
+        out[f"compiled_module/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                                          "equal": torch.equal(train(ddp, rank), reference)}
+        del ddp
+    captured.take()
+
+    # Uneven inputs under DDP's Join: the rank that ran out of data calls the comm hook itself with zero
+    # buckets (DDP._match_all_reduce_for_bwd_pass), in the other rank's bucket order.
+    def joined(ddp) -> torch.Tensor:
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+        with Join([ddp]):
+            for x, y in batches(rank, 3 if rank == 0 else 2):
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(ddp(x), y).backward()
+                optimizer.step()
+        return flat_params(ddp)
+    for name, text in (("hooked", HOOKED), ("fp16", config(compression="fp16", bucket_cap_mb=0.001))):
+        reference = joined(plain_ddp(make_model()) if name == "hooked" else
+                           stock_hook_ddp(make_model(), STOCK_HOOKS["fp16"], bucket_cap_mb=0.001))
+        ddp = acspeed.apply.wrap(make_model(), text)
+        out[f"join/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                               "equal": torch.equal(joined(ddp), reference)}
+        del ddp
+
+    # DDP's python reducer calls the hooks in DDP._comm_hooks per parameter with (grad, param). Turned
+    # on for a model built without it (what DDP.__init__ does in that mode), acspeed's bucket hook is
+    # not among them: DDP's own per-parameter allreduce runs, as on plain DDP.
+    def per_parameter(ddp):
+        ddp._use_python_reducer = True
+        ddp._register_accum_grad_hook()
+        return ddp
+    reference = train(per_parameter(plain_ddp(make_model())), rank)
+    ddp = per_parameter(acspeed.apply.wrap(make_model(), HOOKED))
+    state = acspeed.hooks.state_of(ddp)
+    observer = CountingObserver()
+    acspeed.hooks.attach_observer(ddp, observer)
+    out["python_reducer_later"] = {"equal": torch.equal(train(ddp, rank), reference),
+                                   "bucket_hook_calls": len(observer.launched),
+                                   "comm_hooks": len(ddp._comm_hooks), "lanes": len(state.lanes)}
+    out["_log"] = captured.take()
+    return out
