@@ -32,7 +32,8 @@ _ALSO_DDP = ("test_static_graph_api_cpu", "test_grads_same_across_ranks_with_no_
 
 def _is_ddp_test(name: str) -> bool:
     lowered = name.lower()
-    return name in _ALSO_DDP or (name.startswith("test_") and ("ddp" in lowered or "distributeddataparallel" in lowered))
+    named = "ddp" in lowered or "distributeddataparallel" in lowered
+    return name in _ALSO_DDP or (name.startswith("test_") and named)
 
 
 def _selected() -> list:

@@ -108,6 +108,11 @@ class _LocalGraph(torch.autograd.Function):
         return grad / ctx.world_size, None, None
 
 
+def _with_local_graph(local: torch.Tensor, reduced: torch.Tensor, world_size: int) -> torch.Tensor:
+    with torch.enable_grad():  # the callback may run on a backend thread
+        return _LocalGraph.apply(local, reduced, world_size)
+
+
 class HookState:
     """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
     reusable buffers, an optional observer, the guard's counter, and the user's hook once they
@@ -232,7 +237,7 @@ class HookState:
         if bucket.is_last():
             self._end_step(index + 1)
         if local is not None:
-            return result.then(lambda done: _LocalGraph.apply(local, done.value(), self.world_size))
+            return result.then(lambda done: _with_local_graph(local, done.value(), self.world_size))
         return result
 
     def _check_order(self, index: int) -> None:
@@ -401,7 +406,8 @@ def comm_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future
 
 
 # DDP model -> its HookState. Not an attribute of the model: DDP pickles its __dict__ (deepcopy,
-# torch.save), and a copy must hold no process group, lock or stream of acspeed's (README, "Copies").
+# torch.save), and a copy must hold no process group, lock or stream of acspeed's (README.md,
+# "DDP's own code paths").
 _STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 

@@ -68,7 +68,7 @@ def _foreign(ddp) -> list:
             items = value.values()
         elif isinstance(value, (list, tuple, set)):
             items = value
-        elif callable(getattr(value, "__self__", None)) or hasattr(value, "__self__"):
+        elif hasattr(value, "__self__"):
             items = [value.__self__]  # a bound method keeps its object
         else:
             items = []
