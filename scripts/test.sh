@@ -41,7 +41,7 @@ start=$SECONDS
 (cd "$ROOT" && ACSPEED_BUILD_DIR="$BUILD_DIR" "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 \
   --junitxml="$times/pytest.xml" "${quick[@]}" "$@") || status=1
 stage "pytest: $((SECONDS - start)) s"
-"$PYTHON" "$ROOT/scripts/test_times.py" --ctest "$times/ctest.xml" --pytest "$times/pytest.xml" || status=1
+"$PYTHON" "$ROOT/scripts/test_times.py" --top 25 --ctest "$times/ctest.xml" --pytest "$times/pytest.xml" || status=1
 if [ -n "$fuzz_pid" ]; then
   wait "$fuzz_pid" || status=1
   cat "$fuzz_log"

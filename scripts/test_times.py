@@ -3,7 +3,7 @@
 files scripts/test.sh writes (pytest's --junitxml, ctest's --output-junit), and prints them as
 Markdown tables, slowest first (docs/testing.md holds one such table).
 
-  scripts/test_times.py --pytest build/test-times/pytest.xml --ctest build/test-times/ctest.xml
+  scripts/test_times.py --pytest build/test-times/pytest.xml --ctest build/test-times/ctest.xml [--top N]
 
 A pytest file's time is the sum of its tests' set-up, call and tear-down (a fixture shared by a module
 or the session counts in the first test that uses it). A GoogleTest suite's time is the sum of its
@@ -35,11 +35,17 @@ def ctest_group(name: str) -> str:
     return name.split(".", 1)[0] if "." in name else name.split("_", 1)[0]
 
 
-def table(title: str, groups: dict) -> str:
+def table(title: str, groups: dict, top: int) -> str:
+    """The `top` slowest groups, one row each, then one row for the rest."""
     total = sum(seconds for seconds, _ in groups.values())
+    ranked = sorted(groups.items(), key=lambda item: -item[1][0])
+    rows = [(f"`{name}`", seconds, count) for name, (seconds, count) in ranked[:top]]
+    if ranked[top:]:
+        rest = ranked[top:]
+        rows.append((f"{len(rest)} others", sum(s for _, (s, _) in rest), sum(c for _, (_, c) in rest)))
     lines = [f"| {title} | tests | seconds | share |", "|---|---:|---:|---:|"]
-    for name, (seconds, count) in sorted(groups.items(), key=lambda item: -item[1][0]):
-        lines.append(f"| `{name}` | {count} | {seconds:.1f} | {100 * seconds / total if total else 0:.0f}% |")
+    for name, seconds, count in rows:
+        lines.append(f"| {name} | {count} | {seconds:.1f} | {100 * seconds / total if total else 0:.0f}% |")
     lines.append(f"| **total** | {sum(c for _, c in groups.values())} | {total:.1f} | |")
     return "\n".join(lines)
 
@@ -59,6 +65,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pytest", type=pathlib.Path, help="pytest's --junitxml file")
     parser.add_argument("--ctest", type=pathlib.Path, help="ctest's --output-junit file")
+    parser.add_argument("--top", type=int, default=1000, help="rows per table; the rest are summed in one")
     args = parser.parse_args(argv)
     if not args.pytest and not args.ctest:
         parser.error("name --pytest FILE, --ctest FILE or both")
@@ -70,7 +77,7 @@ def main(argv=None) -> int:
             print(f"test_times: {path} does not exist (scripts/test.sh writes it)", file=sys.stderr)
             return 1
         groups, outcomes = summarise(path, key)
-        print(table(label, groups))
+        print(table(label, groups, args.top))
         print(f"\n{path.name}: " + ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) + "\n")
     return 0
 

@@ -18,7 +18,11 @@ def _entry(target, rank, world_size, store, env, args, results):
         os.environ.clear()  # the fork server's environment is the one it started with
         os.environ.update(env)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        import torch  # noqa: PLC0415
         import torch.distributed as dist  # noqa: PLC0415
+        # One intra-op thread per rank, as torchrun gives its workers (OMP_NUM_THREADS=1): four ranks
+        # of two threads each on two cores spent most of their time waiting for each other's threads.
+        torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
         try:
             results.put((rank, True, target(rank, world_size, *args)))
