@@ -3,7 +3,6 @@ processes, gloo): "compute" runs the bare model without communication and times 
 optimizer apart (and the hello describes the gradients' shapes); "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
 buckets' count and bytes, which plain DDP (no hook) does not. And the convergence guard's
 gradient-fidelity window (tuner/src/convergence_guard.h), measured only when a request asks."""
-import json
 import os
 import pathlib
 import socket
@@ -11,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+
+from acspeed import protocol
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -51,28 +52,24 @@ class _Workers:
             server.close()
         self.connection.settimeout(120)
         self.reader = self.connection.makefile("r")
-        hello = json.loads(self.reader.readline())
+        hello = protocol.decode(self.reader.readline())
         assert hello["type"] == "hello", hello
         self.probe, self.param_bytes, self.gradients = hello["probe"], hello["param_bytes"], hello["gradients"]
 
     def __call__(self, ident, mode=None, fidelity_steps=None, **config):
         if self.ranks.poll() is not None:
             self.start()
-        request = {"v": 1, "type": "trial", "id": ident, "warmup": 1, "steps": 3,
-                   "config": dict({"version": 2}, **config)}
-        if mode:
-            request["mode"] = mode
-        if fidelity_steps is not None:
-            request["fidelity_steps"] = fidelity_steps
-        self.connection.sendall((json.dumps(request) + "\n").encode())
-        result = json.loads(self.reader.readline())
+        request = protocol.trial(ident, dict({"version": 2}, **config), warmup=1, steps=3, mode=mode,
+                                 fidelity_steps=fidelity_steps)
+        self.connection.sendall(protocol.encode(request))
+        result = protocol.decode(self.reader.readline())
         if result["status"] != "ok":
             self.ranks.wait(timeout=60)  # it ends these workers
         return result
 
     def stop(self):
         try:
-            self.connection.sendall(b'{"v": 1, "type": "stop"}\n')
+            self.connection.sendall(protocol.encode(protocol.stop()))
             self.ranks.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             pass  # a failed trial ended the workers already
