@@ -133,10 +133,10 @@ def test_data_that_cannot_be_used_is_a_usage_error_before_any_trial(tune, isolat
 
 
 @pytest.mark.slow
-def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_store, repo_root, tmp_path):
-    # A stale NNODES in the tuner's environment: the workers count nodes by the launch (--nnodes 1).
-    result = tune("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
-                  "--streams", "1,2", "--strategy", "grid", *FAST, env=dict(os.environ, NNODES="3"))
+def test_tune_then_import_acspeed_applies_the_stored_decision(tuned_store, repo_root):
+    # The session (tests/conftest.py's TUNED_ARGS: FAST's options on the mlp, bucket 1,25 x streams 1,2,
+    # grid) ran with a stale NNODES=3 in the tuner's environment: the workers count nodes by the launch.
+    isolated_store, result = tuned_store.db, tuned_store.tuned
     sessions = rows(isolated_store, "SELECT * FROM sessions")
     assert len(sessions) == 1 and sessions[0]["status"] == "done"
     assert sessions[0]["seed"] == 7 and sessions[0]["strategy"] == "grid"
@@ -164,7 +164,8 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
     assert f"decision {decision['id']}" in result.stdout
 
     # A new job with `import acspeed` finds that decision and applies exactly its config.
-    env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store))
+    env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store),
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))  # tiny_models
     for name in ("ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_PRECISION"):
         env.pop(name, None)
     bench = subprocess.run(
