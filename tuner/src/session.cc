@@ -55,6 +55,7 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   l.nnodes = o.nnodes;
   l.node_rank = o.node_rank;
   l.nproc_per_node = o.nproc_per_node;
+  l.share_gpus = o.gpus_shared;
   l.master_addr = o.master_addr;
   l.master_port = o.master_port;
   l.work_dir = work_dir;
@@ -559,7 +560,7 @@ void Session::decide() {
   Decision decision;
   // The workers count the nodes by the rule `import acspeed` looks up with (node_count.h).
   decision.key = {fp_.instance_type, hello_.model_signature, std::string(to_string(o_.precision)), hello_.world_size,
-                  hello_.nnodes};
+                  hello_.nnodes, o_.gpus_shared};
   decision.model_name = o_.model;
   decision.session_id = session_id_;
   decision.torch_version = hello_.torch_version;
@@ -571,6 +572,10 @@ void Session::decide() {
                    {"candidate", best.config},
                    {"guard", best.metrics.guard},
                    {"search", {{"strategy", strategy_name_}, {"measured", measured_.size()}, {"best_p50_s", best.cost}}}};
+  if (o_.gpus_shared) {  // time-sliced GPUs: the measurements are not those of a GPU per rank
+    evidence["gpus_shared"] = {{"gpus", o_.gpus}, {"ranks_per_node", o_.nproc_per_node},
+                               {"device", fmt::format("local rank mod {}", o_.gpus)}};
+  }
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
 
   std::vector<PairRun> pairs;
@@ -732,6 +737,11 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
                                  o.model, to_string(o.precision), instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
   if (o.model.find(':') == std::string::npos) head += fmt::format(", {}x{} images", o.image_size, o.image_size);
   lines.push_back(head);
+  if (o.gpus_shared) {
+    lines.push_back(fmt::format("  GPUs: {} ranks per node share {} GPU{} (--share-gpus): device = local rank mod {}, "
+                                "an NCCL host identity per rank; the decision applies only to jobs that share GPUs",
+                                o.nproc_per_node, o.gpus, o.gpus == 1 ? "" : "s", o.gpus));
+  }
   lines.push_back(fmt::format("  search space: {}", o.space.describe()));
   for (const auto& pinned : o.space.pinned) lines.push_back(fmt::format("  pinned (not searched): {}", pinned));
   const std::string strategy_name = resolve_strategy_name(o.strategy, o.space);
