@@ -2,7 +2,7 @@
 
     import acspeed                       # patches DDP.__init__ in place (see acspeed._patch)
     ddp = DDP(model, ...)                # looks up, broadcasts and applies the config, logs one line
-    ddp = acspeed.apply.wrap(model, config_json, device_ids=[rank])   # a given config (trials)
+    ddp = acspeed.apply.wrap(model, config, device_ids=[rank])   # a given config (trials)
 
 Precedence: what the caller passed to DDP explicitly (bucket_cap_mb, gradient_as_bucket_view, ...)
 wins over the config; static_graph and broadcast_buffers are never changed.
@@ -189,16 +189,17 @@ def release(module: torch.nn.Module) -> None:
     gc.collect()
 
 
-def wrap(module: torch.nn.Module, config_json: str, *, hooked: bool = False, **ddp_kwargs):
-    """(Re)wraps `module` in DDP with the given config, inside live workers: every rank calls it with
-    the same config, in the same order. The previous wrap's lanes are released first. The config is
-    validated (ValueError naming the bad value); the caller's explicit DDP arguments win over it.
+def wrap(module: torch.nn.Module, config, *, hooked: bool = False, **ddp_kwargs):
+    """(Re)wraps `module` in DDP with the given config (a CommConfig, or its JSON text), inside live
+    workers: every rank calls it with the same config, in the same order. The previous wrap's lanes
+    are released first. JSON text is validated (ValueError naming the bad value); the caller's
+    explicit DDP arguments win over the config.
     ``hooked``: register acspeed's comm hook even when the config needs none (DDP's defaults then run
     acspeed's plain allreduce: the same buckets and bytes, with per-bucket times for a probe)."""
     from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415 - patched class
 
     release(module)
-    found = decision.forced(config_json, "config given to acspeed.apply.wrap")
+    found = decision.forced(config, "config given to acspeed.apply.wrap")
     with _forcing(found):
         ddp = DistributedDataParallel(module, **ddp_kwargs)
     state = hooks.state_of(ddp)

@@ -101,8 +101,11 @@ def share(decision: Optional[Decision], group, device: torch.device) -> Decision
     return payload[0]
 
 
-def forced(config_json: str, what: str) -> Decision:
-    """A config given by the caller (the tuner's trial worker): validated, not looked up."""
-    config, warnings = _runtime.core().CommConfig.from_json(config_json)
+def forced(config, what: str) -> Decision:
+    """A config given by the caller (the tuner's trial worker): a CommConfig, or its JSON text
+    (validated here: ValueError names a bad value; unknown keys become warnings); not looked up."""
+    warnings = []
+    if isinstance(config, str):
+        config, warnings = _runtime.core().CommConfig.from_json(config)
     return Decision(source="forced", config=config, applied=True, warnings=list(warnings),
                     message=f"applied {config.describe()} ({what})")

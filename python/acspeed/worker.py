@@ -57,9 +57,8 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _probes, _runtime, powersgd, share_gpus
+from acspeed import _log, _probes, _runtime, powersgd, protocol, share_gpus
 
-PROTOCOL_VERSION = 1
 _PR_SET_PDEATHSIG = 1
 
 
@@ -184,7 +183,7 @@ class Trainer:
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         return torch.autocast(self.device.type, dtype=dtype)
 
-    def _rewrap(self, config_json: str, mode: str) -> float:
+    def _rewrap(self, config, mode: str) -> float:
         from acspeed import apply  # noqa: PLC0415 - imports the DDP patch; the worker is its only caller here
         if self.probe is not None:
             self.probe.close()
@@ -196,7 +195,7 @@ class Trainer:
             apply.release(self.model)
             return time.perf_counter() - start
         kwargs = {"device_ids": [self.device.index]} if self.device.type == "cuda" else {}
-        self.ddp = apply.wrap(self.model, config_json, hooked=mode == "hooked", **kwargs)
+        self.ddp = apply.wrap(self.model, config, hooked=mode == "hooked", **kwargs)
         if self._probes is not None:
             self.probe = self._probes.StepProbe(self.ddp)
             self.probe_name = self.probe.backend
@@ -235,18 +234,18 @@ class Trainer:
                 "fidelity_step_cosine_min": min(cosines), "fidelity_steps": steps}
 
     def run(self, request: dict, control_group) -> dict:
-        config = request["config"]
+        config = _trial_config(request)
         mode = request.get("mode", "ddp")
         if mode not in ("ddp", "compute", "hooked"):
             raise ValueError(f"trial mode '{mode}' is not one of ddp, compute, hooked")
-        rebuild_s = self._rewrap(json.dumps(config), mode)
+        rebuild_s = self._rewrap(config, mode)
         if mode == "compute":
             return self._run_compute_only(request, control_group, rebuild_s)
         optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
         scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
         warmup, steps = int(request["warmup"]), int(request["steps"])
-        if config.get("compression") == "powersgd":
-            warmup = max(warmup, int(config.get("powersgd_start_step", 0)) + 2)
+        if config.compression == "powersgd":
+            warmup = max(warmup, config.powersgd_start_step + 2)
         times, losses = [], []
         cores = sorted(os.sched_getaffinity(0))
         busy_start = None
@@ -290,10 +289,9 @@ class Trainer:
         dist.all_reduce(trajectory, op=dist.ReduceOp.SUM, group=control_group)
         dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=control_group)
         trajectory /= world
-        result = {"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "ok",
-                  "step_times_s": step_times.tolist(), "loss_first": trajectory[0].item(),
-                  "loss": trajectory[-1].item(), "losses": trajectory.tolist(), "warmup_steps": warmup,
-                  "finite": bool(flags[0].item() > 0), "rebuild_s": rebuild_s}
+        result = protocol.result(request["id"], step_times_s=step_times.tolist(), loss_first=trajectory[0].item(),
+                                 loss=trajectory[-1].item(), losses=trajectory.tolist(), warmup_steps=warmup,
+                                 finite=bool(flags[0].item() > 0), rebuild_s=rebuild_s)
         if floor.item() >= 0:
             result["cpu_floor_s"] = floor.item()
         from acspeed import hooks  # noqa: PLC0415
@@ -313,7 +311,7 @@ class Trainer:
                 result.update(bucket_count=len(summary["buckets"]),
                               bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
         fidelity_steps = int(request.get("fidelity_steps", 0))
-        if fidelity_steps > 0 and config.get("compression", "none") != "none" and result["finite"]:
+        if fidelity_steps > 0 and config.compression != "none" and result["finite"]:
             result.update(self._fidelity(scaler, control_group, fidelity_steps))
         if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
             result.pop("loss_first")
@@ -353,9 +351,9 @@ class Trainer:
         finite = torch.tensor([1.0 if all(math.isfinite(x) for x in losses) else 0.0], dtype=torch.float64)
         dist.all_reduce(finite, op=dist.ReduceOp.MIN, group=control_group)
         self.model.load_state_dict(self.initial_state)
-        return {"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "ok",
-                "step_times_s": table[:, 0].tolist(), "finite": bool(finite[0].item() > 0), "rebuild_s": rebuild_s,
-                "forward_s": table[:, 1].quantile(0.5).item(), "optimizer_s": table[:, 2].quantile(0.5).item()}
+        return protocol.result(request["id"], step_times_s=table[:, 0].tolist(), finite=bool(finite[0].item() > 0),
+                               rebuild_s=rebuild_s, forward_s=table[:, 1].quantile(0.5).item(),
+                               optimizer_s=table[:, 2].quantile(0.5).item())
 
 
 class Control:
@@ -367,16 +365,22 @@ class Control:
         self.reader = self.sock.makefile("r", encoding="utf-8")
 
     def send(self, message: dict) -> None:
-        self.sock.sendall((json.dumps(message, allow_nan=False) + "\n").encode())
+        self.sock.sendall(protocol.encode(message))
 
     def receive(self) -> dict:
         line = self.reader.readline()
         if not line:  # the tuner is gone
-            return {"v": PROTOCOL_VERSION, "type": "stop"}
-        message = json.loads(line)
-        if message.get("v") != PROTOCOL_VERSION:
-            raise RuntimeError(f"tuner speaks protocol {message.get('v')}, this worker {PROTOCOL_VERSION}")
-        return message
+            return protocol.stop()
+        return protocol.decode(line)
+
+
+def _trial_config(request: dict):
+    """The trial's CommConfig, validated by the C++ runtime (ValueError names a bad value), built
+    once from the message and handed to everything the trial does; an unknown key is logged."""
+    config, warnings = _runtime.core().CommConfig.from_json(json.dumps(request["config"]))
+    for warning in warnings:
+        _log.warn(f"trial {request['id']}: {warning}")
+    return config
 
 
 def _gradient_layout(params) -> dict:
@@ -425,23 +429,21 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
         if control is not None:
             usage = isinstance(error, ModelSpecError)
-            control.send({"v": PROTOCOL_VERSION, "type": "fatal", "error": str(error) if usage else _error_text(error),
-                          "usage": usage})
+            control.send(protocol.fatal(str(error) if usage else _error_text(error), usage))
         return 1
     if control is not None:
         from acspeed.versions import job_versions  # noqa: PLC0415 - what `import acspeed` compares
         versions = job_versions()
         params = trainer.params()
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
-        control.send({"v": PROTOCOL_VERSION, "type": "hello", "world_size": dist.get_world_size(),
-                      "nnodes": nnodes, "local_world_size": local_world,
-                      "backend": dist.get_backend(), "device": device.type, "model": args.model,
-                      "model_signature": signature, "param_count": sum(p.numel() for p in params),
-                      "param_bytes": sum(p.numel() * p.element_size() for p in params),
-                      "gradients": _gradient_layout(params),
-                      "torch_version": versions["torch"], "nccl_version": versions["nccl"],
-                      "cuda_version": versions["cuda"], "batch_size": args.batch_size,
-                      "precision": args.precision, "probe": "" if trainer._probes is None else "acspeed.probes"})
+        control.send(protocol.hello(world_size=dist.get_world_size(), nnodes=nnodes, local_world_size=local_world,
+                                    backend=dist.get_backend(), device=device.type, model=args.model,
+                                    model_signature=signature, param_count=sum(p.numel() for p in params),
+                                    param_bytes=sum(p.numel() * p.element_size() for p in params),
+                                    gradients=_gradient_layout(params), torch_version=versions["torch"],
+                                    nccl_version=versions["nccl"], cuda_version=versions["cuda"],
+                                    batch_size=args.batch_size, precision=args.precision,
+                                    probe="" if trainer._probes is None else "acspeed.probes"))
     while True:
         box = [control.receive() if control is not None else None]
         dist.broadcast_object_list(box, src=0, group=control_group)
@@ -457,8 +459,7 @@ def main(argv=None) -> int:
             print(f"acspeed.worker rank {rank}: trial {request['id']} failed: {_error_text(error)}\n"
                   f"{traceback.format_exc()}", file=sys.stderr, flush=True)
             if control is not None:
-                control.send({"v": PROTOCOL_VERSION, "type": "result", "id": request["id"], "status": "failed",
-                              "error": _error_text(error)})
+                control.send(protocol.failed(request["id"], _error_text(error)))
             return 1
         finally:
             faulthandler.cancel_dump_traceback_later()

@@ -21,11 +21,19 @@ PATH.reached and waits until PATH exists (a test acts on the store, or as anothe
 is in flight, then lets it go on).
 FAKE_WORKER_HELLO: a JSON object of hello fields to report instead (model_signature, world_size...).
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
+import importlib.util
 import json
 import os
+import pathlib
 import socket
 import sys
 import time
+
+# The worker's protocol module, by its path: importing the acspeed package would patch DDP (torch).
+_spec = importlib.util.spec_from_file_location(
+    "acspeed_protocol", pathlib.Path(__file__).resolve().parents[2] / "python" / "acspeed" / "protocol.py")
+protocol = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(protocol)
 
 argv = sys.argv
 control = argv[argv.index("--control") + 1]
@@ -45,20 +53,21 @@ reader = sock.makefile("r")
 
 
 def send(message):
-    sock.sendall((json.dumps(dict(message, v=1)) + "\n").encode())
+    sock.sendall(protocol.encode(message))
 
 
 if mode == "fatal_usage":
-    send({"type": "fatal", "error": "--model 'nope' is not a torchvision classification model", "usage": True})
+    send(protocol.fatal("--model 'nope' is not a torchvision classification model", usage=True))
     sys.exit(1)
 link = mode == "link"
-send({"type": "hello", "world_size": 2, "nnodes": 2 if link else 1, "local_world_size": 1 if link else 2,
-      "backend": "gloo", "device": "cpu", "model": "fake", "model_signature": "p1-0000000000000001",
-      "param_count": 10, "param_bytes": 40, "torch_version": "2.15.0",
-      "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""), "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""),
-      "batch_size": 8, "precision": "fp32", "probe": "fake" if link else "",
-      **({"gradients": {"matrices": [[11700, 1000, 4, 1]], "vectors": []}} if link else {}),
-      **json.loads(os.environ.get("FAKE_WORKER_HELLO", "{}"))})
+send(protocol.hello(**{
+    "world_size": 2, "nnodes": 2 if link else 1, "local_world_size": 1 if link else 2,
+    "backend": "gloo", "device": "cpu", "model": "fake", "model_signature": "p1-0000000000000001",
+    "param_count": 10, "param_bytes": 40, "torch_version": "2.15.0",
+    "nccl_version": os.environ.get("FAKE_WORKER_NCCL", ""), "cuda_version": os.environ.get("FAKE_WORKER_CUDA", ""),
+    "batch_size": 8, "precision": "fp32", "probe": "fake" if link else "",
+    **({"gradients": {"matrices": [[11700, 1000, 4, 1]], "vectors": []}} if link else {}),
+    **json.loads(os.environ.get("FAKE_WORKER_HELLO", "{}"))}))
 
 
 def link_result(request):
@@ -94,7 +103,7 @@ def fidelity_window(request, faithful):
 
 
 for line in reader:
-    request = json.loads(line)
+    request = protocol.decode(line)
     if request["type"] == "stop":
         sys.exit(0)
     if gate_id == str(request["id"]):
@@ -107,16 +116,14 @@ for line in reader:
     if mode == f"hang:{request['id']}":
         time.sleep(3600)
     if link:
-        reply = dict(link_result(request), type="result", id=request["id"], status="ok", loss=1.5, finite=True,
-                     losses=[2.0, 1.5, 1.5])
+        reply = protocol.result(request["id"], **link_result(request), loss=1.5, finite=True, losses=[2.0, 1.5, 1.5])
         reply.update(fidelity_window(request, True))
         send(reply)
         continue
     steps = [0.1, 0.2, 0.3]
     if mode == "fast_streams" and request["config"].get("streams", 1) > 1:
         steps = [t / 2 for t in steps]
-    result = {"type": "result", "id": request["id"], "status": "ok", "step_times_s": steps, "loss": 1.5,
-              "finite": True}
+    result = protocol.result(request["id"], step_times_s=steps, loss=1.5, finite=True)
     compression = request["config"].get("compression", "none")
     # as a real worker: every step's loss, and the fidelity window when asked (a faithful compressor here)
     result["losses"] = [2.0, 1.5, 1.5]

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -146,6 +148,35 @@ TEST(NodeLink, WhatIsNotANodeOfTheSessionIsRefusedAndLeavesNoTrace) {
   NodeLink second("127.0.0.1", links.port(), 1, seconds(5));
   EXPECT_TRUE(poll_until(links, [&] { return second.closed(milliseconds(0)); }));
   EXPECT_FALSE(first.closed(milliseconds(0)));
+}
+
+TEST(NodeLink, ALineLongerThanOneMebibyteClosesTheLink) {
+  NodeLinks links(0, 2);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(links.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // in progress: the sends below wait for it
+  // A node's hello, then a line that never ends; node 0 reads while it arrives.
+  std::string text = std::string(R"({"v":1,"type":"node","node_rank":1})") + "\n" +
+                     std::string(kNodeLinkMaxLine + 1, 'x');
+  size_t sent = 0;
+  const auto deadline = Clock::now() + seconds(10);
+  while (sent < text.size() && Clock::now() < deadline) {
+    const ssize_t n = send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) sent += static_cast<size_t>(n);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN) break;  // closed by node 0
+    links.poll(milliseconds(10));
+  }
+  char byte;
+  EXPECT_TRUE(poll_until(links, [&] {  // closed with unread bytes: a reset rather than an end of stream
+    const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+  }));
+  close(fd);
+  EXPECT_EQ(kNodeLinkMaxLine, size_t{1} << 20);
 }
 
 TEST(NodeLink, NoNodeZeroIsAnErrorNamingWhereItWasLookedFor) {

@@ -3,7 +3,6 @@ processes, gloo): "compute" runs the bare model without communication and times 
 optimizer apart (and the hello describes the gradients' shapes); "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
 buckets' count and bytes, which plain DDP (no hook) does not. And the convergence guard's
 gradient-fidelity window (tuner/src/convergence_guard.h), measured only when a request asks."""
-import json
 import os
 import pathlib
 import socket
@@ -11,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+
+from acspeed import protocol
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -38,25 +39,21 @@ def worker(tmp_path):
         connection, _ = server.accept()
         connection.settimeout(120)
         reader = connection.makefile("r")
-        hello = json.loads(reader.readline())
+        hello = protocol.decode(reader.readline())
         assert hello["type"] == "hello", hello
 
         def trial(ident, mode=None, fidelity_steps=None, **config):
-            request = {"v": 1, "type": "trial", "id": ident, "warmup": 1, "steps": 3,
-                       "config": dict({"version": 2}, **config)}
-            if mode:
-                request["mode"] = mode
-            if fidelity_steps is not None:
-                request["fidelity_steps"] = fidelity_steps
-            connection.sendall((json.dumps(request) + "\n").encode())
-            return json.loads(reader.readline())
+            request = protocol.trial(ident, dict({"version": 2}, **config), warmup=1, steps=3, mode=mode,
+                                     fidelity_steps=fidelity_steps)
+            connection.sendall(protocol.encode(request))
+            return protocol.decode(reader.readline())
 
         trial.probe = hello["probe"]
         trial.param_bytes = hello["param_bytes"]
         trial.gradients = hello["gradients"]
         yield trial
         try:
-            connection.sendall(b'{"v": 1, "type": "stop"}\n')
+            connection.sendall(protocol.encode(protocol.stop()))
             ranks.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             pass  # a failed trial ended the workers already

@@ -26,8 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxLine = 1 << 20;  // a report holds a few log lines per rank
-
 double monotonic_s() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);  // the clock the workers' time.monotonic() reads
@@ -171,30 +169,17 @@ void NodeLinks::accept_new() {
 }
 
 bool NodeLinks::read_from(Peer& peer) {
-  bool open = true;
-  for (;;) {
-    char chunk[65536];
-    const ssize_t n = recv(peer.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n <= 0) {
-      open = false;  // what it sent before it closed still counts (a report, then its end)
-      break;
-    }
-    peer.buffer.append(chunk, static_cast<size_t>(n));
-  }
-  for (size_t newline; (newline = peer.buffer.find('\n')) != std::string::npos;) {
-    const std::string line = peer.buffer.substr(0, newline);
-    peer.buffer.erase(0, newline + 1);
+  const bool open = peer.lines.fill(peer.fd);  // what it sent before it closed still counts (a report, then its end)
+  while (const auto line = peer.lines.next()) {
     try {
-      handle(peer, line);
+      handle(peer, *line);
     } catch (const Error& e) {
       ACS_WARN("node link from {}: {}; closing it", peer.address, e.what());
       return false;
     }
   }
-  if (open && peer.buffer.size() > kMaxLine) {
-    ACS_WARN("node link from {}: a line longer than {} bytes; closing it", peer.address, kMaxLine);
+  if (open && peer.lines.overlong()) {
+    ACS_WARN("node link from {}: a line longer than {} bytes; closing it", peer.address, kNodeLinkMaxLine);
     return false;
   }
   return open;
@@ -328,29 +313,17 @@ bool NodeLink::closed(std::chrono::milliseconds wait) {
   if (closed_) return true;
   pollfd pfd{fd_, POLLIN, 0};
   if (::poll(&pfd, 1, static_cast<int>(wait.count())) <= 0) return false;
-  for (;;) {
-    char chunk[4096];
-    const ssize_t n = recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT);
-    if (n > 0) {
-      buffer_.append(chunk, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) closed_ = true;
-    break;
-  }
-  for (size_t newline; (newline = buffer_.find('\n')) != std::string::npos;) {
-    const std::string line = buffer_.substr(0, newline);
-    buffer_.erase(0, newline + 1);
+  if (!lines_.fill(fd_)) closed_ = true;
+  while (const auto line = lines_.next()) {
     try {
-      end_request_ = decode_node_zero_message(line);
+      end_request_ = decode_node_zero_message(*line);
     } catch (const Error& e) {
       ACS_WARN("node link to node 0 ({}): {}; ignoring it", endpoint_, e.what());
     }
   }
-  if (buffer_.size() > kMaxLine) {
-    ACS_WARN("node link to node 0 ({}): a line longer than {} bytes; ignoring it", endpoint_, kMaxLine);
-    buffer_.clear();
+  if (lines_.overlong()) {
+    ACS_WARN("node link to node 0 ({}): a line longer than {} bytes; ignoring it", endpoint_, kNodeLinkMaxLine);
+    lines_.clear();
   }
   return closed_;
 }

@@ -17,10 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "line_reader.h"
 #include "protocol.h"
 #include "rank_failure.h"
 
 namespace acspeed::tuner {
+
+// The longest line a link accepts (a report holds a few log lines per rank); longer: not the protocol.
+inline constexpr size_t kNodeLinkMaxLine = 1 << 20;
 
 // The port of the node link: the one after the rendezvous port. Throws InvalidArgument when there
 // is none (65535).
@@ -56,7 +60,7 @@ class NodeLinks {
   struct Peer {
     int fd = -1;
     std::string address;
-    std::string buffer;
+    LineReader lines{kNodeLinkMaxLine};
     std::optional<int> node;  // after its hello
   };
   struct Linked {
@@ -102,7 +106,7 @@ class NodeLink {
   int node_rank_ = 0;
   bool closed_ = false;
   std::string endpoint_;  // "ADDR:PORT"
-  std::string buffer_;    // what node 0 sent, up to an incomplete line
+  LineReader lines_{kNodeLinkMaxLine};  // what node 0 sent
   std::optional<EndWorkers> end_request_;
 };
 

@@ -1,29 +1,29 @@
 #include "acspeed/tuner/session.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/process/signals.h"
-#include "acspeed/settings.h"
-#include "acspeed/tuner/defaults.h"
-#include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/strategy.h"
+#include "calibration.h"
+#include "compression_hint.h"
 #include "convergence_guard.h"
+#include "decision_evidence.h"
 #include "decision_rule.h"
+#include "measured.h"
+#include "plan.h"
+#include "resume.h"
+#include "session_record.h"
 #include "trial_runner.h"
+#include "worker_launch.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -35,58 +35,6 @@ std::string utc_now() {
   const auto now = std::chrono::system_clock::now();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
-}
-
-// A folder for the control socket and the worker logs (short path: Unix sockets allow ~107 bytes).
-std::string make_work_dir() {
-  std::string pattern = "/tmp/acspeed-tune-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) ACS_THROW(Error, "cannot create a work folder under /tmp: {}", std::strerror(errno));
-  return pattern;
-}
-
-WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
-  WorkerLaunch l;
-  l.python = o.python;
-  l.python_path = o.python_path;
-  l.worker_args = {"--model",      o.model,
-                   "--batch-size", std::to_string(o.batch_size),
-                   "--image-size", std::to_string(o.image_size),
-                   "--precision",  std::string(to_string(o.precision))};
-  l.nnodes = o.nnodes;
-  l.node_rank = o.node_rank;
-  l.nproc_per_node = o.nproc_per_node;
-  l.share_gpus = o.gpus_shared;
-  l.master_addr = o.master_addr;
-  l.master_port = o.master_port;
-  l.work_dir = work_dir;
-  l.start_timeout = std::chrono::seconds(std::max(120, o.trial_timeout_s));
-  // The ranks' stacks are dumped shortly before the trial times out, so its error says where they hung.
-  l.stack_dump_s = std::max(o.trial_timeout_s * 3 / 4, o.trial_timeout_s - 5);
-  return l;
-}
-
-// A measured configuration; its cost for the search is its median step time, failures cost infinity.
-struct Measured {
-  int64_t ordinal = -1;  // the trial's ordinal in its session
-  CommConfig config;
-  std::string status;  // ok|failed|timeout
-  std::string error;
-  double cost = kFailedCost;
-  std::vector<double> step_times_s;  // raw, max over ranks per step
-  TrialMetrics metrics;
-};
-
-double cost_of(const TrialRecord& t) {
-  if (t.status != "ok" || t.step_times_s.empty()) return kFailedCost;
-  return median(t.step_times_s);
-}
-
-int planned_search_trials(const std::string& strategy, const SearchSpace& space) {
-  if (strategy == "grid") return static_cast<int>(space.size());
-  // model: at most descent's count (it prunes what the model predicts slower; descent is its fallback)
-  int n = 1;  // the start, then one sweep over every knob (further sweeps only when it moved)
-  for (size_t d : space.dims()) n += static_cast<int>(d) - 1;
-  return n;
 }
 
 class Session {
@@ -112,7 +60,6 @@ class Session {
   void ensure_guard_reference();
   void gate_compression(Measured& m) const;
   void decide();
-  bool reuse_pair(int index, const CommConfig& candidate, Measured runs[2]) const;
   const Measured* fidelity_measured(const CommConfig& config) const;
 
   const TuneOptions& o_;
@@ -132,11 +79,6 @@ class Session {
   std::vector<double> trial_walls_;
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
   // A resumed session's decision-pair trials (role candidate|baseline), in the order stored.
-  struct PairTrial {
-    int pair = 0;
-    std::string role;
-    Measured run;
-  };
   std::vector<PairTrial> stored_pair_trials_;
   std::vector<ModelTrial> model_trials_;  // every ok trial, for the step model
   StepModel model_;
@@ -183,42 +125,17 @@ std::optional<double> Session::bound_of(const CommConfig& config) const {
   return p.ok ? std::optional<double>(p.bound_s) : std::nullopt;
 }
 
-// The step model's own trials (step_model.h): the compute-only step, and DDP's defaults through
-// acspeed's hook for their per-bucket times. Only where there is an inter-node link to model and a
-// probe to time the buckets; a resumed session reuses the ones it stored.
+// The step model's own trials (calibration.h).
 void Session::calibrate_model() {
-  if (hello_.nnodes < 2) {
-    observer_.note("step model: one node, no inter-node link to model: no bound or prediction");
+  const CalibrationPlan plan = calibration_plan(hello_, model_trials_);
+  if (!plan.skipped.empty()) {
+    observer_.note(plan.skipped);
     return;
   }
-  if (hello_.probe.empty()) {
-    observer_.note("step model: the workers have no probe: no bound or prediction");
-    return;
+  for (const auto& trial : plan.trials) {
+    run_trial(CommConfig{}, trial.role, std::nullopt, std::nullopt, trial.label, trial.mode);
   }
-  auto have = [&](const char* role) {
-    return std::any_of(model_trials_.begin(), model_trials_.end(), [&](const ModelTrial& t) { return t.role == role; });
-  };
-  const CommConfig defaults;
-  if (!have(kRoleCompute)) {
-    run_trial(defaults, kRoleCompute, std::nullopt, std::nullopt, "compute only (communication off)",
-              TrialMode::kComputeOnly);
-  }
-  if (!have(kRoleCalibration)) {
-    run_trial(defaults, kRoleCalibration, std::nullopt, std::nullopt, "DDP defaults through acspeed's hook",
-              TrialMode::kHooked);
-  }
-  const Prediction p = predict(model_, defaults);
-  if (!p.ok) {
-    observer_.note(fmt::format("step model: not calibrated ({})", p.why_not));
-    return;
-  }
-  const LinkFit& fit = model_.pooled.value();
-  observer_.note(fmt::format("step model: compute {} (forward + optimizer {}), link {:.1f} MB/s, latency {} per "
-                             "collective{}, gradients {:.1f} MB per step",
-                             format_seconds(*model_.compute_s), format_seconds(model_.serial_s.value_or(0)),
-                             fit.bytes_per_s / 1e6, format_seconds(fit.latency_s),
-                             fit.latency_fitted ? "" : " (not separable yet)",
-                             static_cast<double>(*model_.payload_bytes) / 1e6));
+  observer_.note(calibration_note(model_));
 }
 
 const Measured* Session::find(const CommConfig& config) const {
@@ -237,87 +154,18 @@ const Measured* Session::best() const {
 
 void Session::open_session() {
   if (o_.resume) {
-    const auto record = store_.session(*o_.resume);
-    if (!record) ACS_THROW(InvalidArgument, "--resume {}: no such session in {}", *o_.resume, store_.path());
-    if (record->model_signature != hello_.model_signature || record->world_size != hello_.world_size) {
-      ACS_THROW(Error, "--resume {}: the session tuned model signature {} at world size {}, these workers have {} at {}",
-                *o_.resume, record->model_signature, record->world_size, hello_.model_signature, hello_.world_size);
-    }
-    session_id_ = record->id;
-    int resumed = 0;
-    const auto stored = store_.trials(session_id_);
-    model_trials_ = model_trials(stored);
-    for (const auto& t : stored) {
-      next_ordinal_ = std::max(next_ordinal_, t.ordinal + 1);
-      const bool pair_trial = t.role == "candidate" || t.role == "baseline";
-      if (t.role != "search" && !pair_trial) continue;
-      Measured m;
-      m.ordinal = t.ordinal;
-      try {
-        m.config = config_from_json(t.config_json);
-        m.metrics = metrics_from_json(t.metrics_json);
-      } catch (const InvalidArgument& e) {
-        observer_.note(fmt::format("  stored trial {} is unreadable ({}): its configuration is measured again",
-                                   t.ordinal, e.what()));
-        continue;
-      }
-      if (t.status == "ok" && !m.metrics.finite) {
-        observer_.note(fmt::format("  stored trial {} does not say whether its losses stayed finite: measured again",
-                                   t.ordinal));
-        continue;
-      }
-      m.status = t.status;
-      m.error = t.error;
-      m.cost = t.status == "ok" && !*m.metrics.finite ? kFailedCost : cost_of(t);
-      m.step_times_s = t.step_times_s;
-      if (pair_trial) {
-        // One run of a decision pair; decide() reuses a pair whose two runs were both stored.
-        if (m.metrics.pair) stored_pair_trials_.push_back({*m.metrics.pair, t.role, std::move(m)});
-        continue;
-      }
-      if (find(m.config) == nullptr) measured_.push_back(std::move(m));
-      ++resumed;
-    }
+    ResumedSession resumed = resume_session(store_, *o_.resume, hello_, [this](const std::string& line) {
+      observer_.note(line);
+    });
+    session_id_ = resumed.session_id;
+    next_ordinal_ = resumed.next_ordinal;
+    model_trials_ = std::move(resumed.model_trials);
+    measured_ = std::move(resumed.search);
+    stored_pair_trials_ = std::move(resumed.pair_trials);
     model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
-    observer_.note(fmt::format("resuming session {}: {} search trial(s) already measured are reused", session_id_,
-                               resumed));
     return;
   }
-  SessionRecord s;
-  s.instance_type = fp_.instance_type;
-  s.model_name = o_.model;
-  s.model_signature = hello_.model_signature;
-  s.precision = to_string(o_.precision);
-  s.world_size = hello_.world_size;
-  s.nnodes = hello_.nnodes;
-  s.batch_size = o_.batch_size;
-  s.strategy = strategy_name_;
-  s.seed = static_cast<int64_t>(o_.seed);
-  s.search_space_json = json(o_.space).dump();
-  s.options_json = json{{"args", o_.args},
-                        {"command_line", o_.command_line},
-                        {"settings", json(settings_in_environment())},
-                        {"batch_size", o_.batch_size},
-                        {"image_size", o_.image_size},
-                        {"warmup", o_.warmup},
-                        {"steps", o_.steps},
-                        {"repeats", o_.repeats},
-                        {"budget_minutes", o_.budget_minutes},
-                        {"trial_timeout_s", o_.trial_timeout_s},
-                        {"loss_tolerance", o_.loss_tolerance},
-                        {"nproc_per_node", o_.nproc_per_node},
-                        {"notes", o_.notes}}
-                       .dump();
-  s.versions_json = json{{"acspeed", ACSPEED_VERSION_STRING},
-                         {"torch", hello_.torch_version},
-                         {"nccl", hello_.nccl_version},
-                         {"cuda", hello_.cuda_version},
-                         {"backend", hello_.backend},
-                         {"device", hello_.device},
-                         {"protocol", kProtocolVersion},
-                         {"fingerprint", fp_.details}}
-                        .dump();
-  session_id_ = store_.create_session(s);
+  session_id_ = store_.create_session(new_session_record(o_, hello_, fp_, strategy_name_));
 }
 
 bool Session::budget_allows(int trials_ahead) const {
@@ -491,34 +339,7 @@ void Session::hint_compression() const {
   // The share of the default config's step spent waiting for communication, from the probe.
   const Measured* defaults = find(o_.space.config_at(o_.space.default_point()));
   if (defaults == nullptr || defaults->cost == kFailedCost) return;
-  const auto& m = defaults->metrics;
-  const auto comm = m.exposed_comm_s ? m.exposed_comm_s : m.comm_s;
-  if (!comm || m.p50_s <= 0) return;
-  const double share = *comm / m.p50_s;
-  if (share >= 0.4) {
-    std::vector<std::string> options;
-    if (!hello_.gradients.empty()) {
-      auto mib = [&](Compression compression, int rank) {
-        CommConfig c;
-        c.compression = compression;
-        c.powersgd_rank = rank;
-        return static_cast<double>(sent_bytes(hello_.gradients, c)) / (1 << 20);
-      };
-      const double full = mib(Compression::kNone, 1), fp16 = mib(Compression::kFp16, 1);
-      const double rank1 = mib(Compression::kPowerSgd, 1), rank4 = mib(Compression::kPowerSgd, 4);
-      options.push_back(fmt::format("fp16 ({:.1f} MiB instead of {:.1f} MiB: saves {:.1f} MiB)", fp16, full,
-                                    full - fp16));
-      options.push_back(fmt::format("powersgd ranks 1,4 ({:.2f} / {:.2f} MiB: saves {:.1f} / {:.1f} MiB)", rank1,
-                                    rank4, full - rank1, full - rank4));
-    }
-    observer_.note(fmt::format(
-        "note: communication is {:.0f}% of the step ({} of {}) and compression was not searched: "
-        "`--compression none,fp16,powersgd` would search {} of gradients per step and rank; compression changes "
-        "numerics, so the tuner keeps a compressed config only if it passes the convergence guard (gradient "
-        "fidelity and the loss trajectory against the uncompressed run)",
-        share * 100, format_seconds(*comm), format_seconds(m.p50_s),
-        options.empty() ? std::string("fp16 and powersgd") : fmt::format("{}", fmt::join(options, " and "))));
-  }
+  if (const auto hint = compression_hint(defaults->metrics, hello_.gradients)) observer_.note(*hint);
 }
 
 void Session::report_search() const {
@@ -527,21 +348,6 @@ void Session::report_search() const {
   std::stable_sort(results.begin(), results.end(),
                    [](const SearchResult& a, const SearchResult& b) { return a.cost_s < b.cost_s; });
   observer_.search_finished(results);
-}
-
-// A resumed session's pair `index` when both of its runs were stored, the candidate's with the
-// config being confirmed now (the latest of each when the pair was started again).
-bool Session::reuse_pair(int index, const CommConfig& candidate, Measured runs[2]) const {
-  const Measured* found[2] = {nullptr, nullptr};
-  for (const auto& t : stored_pair_trials_) {
-    if (t.pair != index) continue;
-    if (t.role == "candidate" && t.run.config == candidate) found[0] = &t.run;
-    if (t.role == "baseline" && t.run.config.is_default()) found[1] = &t.run;
-  }
-  if (found[0] == nullptr || found[1] == nullptr) return false;
-  runs[0] = *found[0];
-  runs[1] = *found[1];
-  return true;
 }
 
 void Session::decide() {
@@ -567,15 +373,7 @@ void Session::decide() {
   decision.nccl_version = hello_.nccl_version;  // torch's, what `import acspeed` compares with
   decision.cuda_version = hello_.cuda_version;
   decision.batch_size = o_.batch_size;
-  json evidence = {{"seed", o_.seed},
-                   {"method", kDecisionMethod},
-                   {"candidate", best.config},
-                   {"guard", best.metrics.guard},
-                   {"search", {{"strategy", strategy_name_}, {"measured", measured_.size()}, {"best_p50_s", best.cost}}}};
-  if (o_.gpus_shared) {  // time-sliced GPUs: the measurements are not those of a GPU per rank
-    evidence["gpus_shared"] = {{"gpus", o_.gpus}, {"ranks_per_node", o_.nproc_per_node},
-                               {"device", fmt::format("local rank mod {}", o_.gpus)}};
-  }
+  json evidence = decision_evidence(o_, best, strategy_name_, measured_.size());
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
 
   std::vector<PairRun> pairs;
@@ -586,13 +384,12 @@ void Session::decide() {
     const CommConfig baseline;
     int reused = 0;
     for (int i = 0; i < o_.repeats && stopped_because.empty(); ++i) {
-      PairRun pair;
-      pair.candidate_first = i % 2 == 0;
+      const bool candidate_first = i % 2 == 0;
       Measured runs[2];  // candidate, baseline
-      const bool stored = reuse_pair(i, best.config, runs);
+      const bool stored = stored_pair(stored_pair_trials_, i, best.config, runs);
       if (stored) ++reused;
       for (int k = 0; k < 2 && !stored; ++k) {
-        const bool is_candidate = (k == 0) == pair.candidate_first;
+        const bool is_candidate = (k == 0) == candidate_first;
         runs[is_candidate ? 0 : 1] =
             run_trial(is_candidate ? best.config : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
                       fmt::format("pair {} {}", i + 1, is_candidate ? best.config.describe() : "DDP defaults"));
@@ -607,13 +404,7 @@ void Session::decide() {
         stopped_because = fmt::format("the DDP-defaults baseline failed in pair {}: {}", i + 1, b.error);
         break;
       }
-      pair.candidate_steps_s = c.step_times_s;
-      pair.baseline_steps_s = b.step_times_s;
-      pair.candidate_loss = c.metrics.loss;
-      pair.baseline_loss = b.metrics.loss;
-      pair.baseline_loss_first = b.metrics.loss_first;
-      pair.candidate_metrics = c.metrics;
-      pair.baseline_metrics = b.metrics;
+      PairRun pair = pair_of(candidate_first, c, b);
       stopped_because = pair_rejection(best.config, pair, rule);
       pairs.push_back(std::move(pair));
     }
@@ -629,19 +420,7 @@ void Session::decide() {
   decision.ci_high = verdict.ci_high;
   if (!verdict.pair_speedups.empty()) evidence["pair_speedups"] = verdict.pair_speedups;
   // How far the chosen config is from its bound (step_model.h), on its search measurement.
-  std::string bound_text;
-  const Measured* chosen = find(decision.config);
-  const Prediction p = predict(model_, decision.config);
-  if (p.ok) {
-    evidence["model"] = {{"bound_s", p.bound_s}, {"predicted_s", p.step_s}};
-    if (chosen != nullptr && chosen->cost < kFailedCost) {
-      evidence["model"]["efficiency"] = p.bound_s / chosen->cost;
-      bound_text = fmt::format("; step {} against a bound of {} (efficiency {:.0f}%)", format_seconds(chosen->cost),
-                               format_seconds(p.bound_s), 100 * p.bound_s / chosen->cost);
-    } else {
-      bound_text = fmt::format("; bound {}", format_seconds(p.bound_s));
-    }
-  }
+  const std::string bound_text = add_bound_evidence(evidence, model_, decision.config, find(decision.config));
   decision.evidence_json = evidence.dump();
   // Activated in the same transaction that stores it: whatever `configs activate` or another tuner
   // did to this key meanwhile, this session's decision is the active one when it ends.
@@ -715,87 +494,9 @@ SessionResult Session::run() {
 
 }  // namespace
 
-TuneOptions tune_options_for(bool gpu) {
-  const TuneDefaults& d = tune_defaults(gpu);
-  TuneOptions o;
-  o.nproc_per_node = d.nproc_per_node;
-  o.batch_size = d.batch_size;
-  o.image_size = d.image_size;
-  o.warmup = d.warmup;
-  o.steps = d.steps;
-  o.repeats = d.repeats;
-  o.budget_minutes = d.budget_minutes;
-  o.space.bucket_mb = d.bucket_mb;
-  o.space.streams = d.streams;
-  return o;
-}
-
-std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& instance_type) {
-  std::vector<std::string> lines;
-  for (const auto& note : o.notes) lines.push_back(fmt::format("note: {}", note));
-  std::string head = fmt::format("plan: tune {} ({} precision) on {}: {} node(s) x {} rank(s), batch {} per device",
-                                 o.model, to_string(o.precision), instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
-  if (o.model.find(':') == std::string::npos) head += fmt::format(", {}x{} images", o.image_size, o.image_size);
-  lines.push_back(head);
-  if (o.gpus_shared) {
-    lines.push_back(fmt::format("  GPUs: {} ranks per node share {} GPU{} (--share-gpus): device = local rank mod {}, "
-                                "an NCCL host identity per rank; the decision applies only to jobs that share GPUs",
-                                o.nproc_per_node, o.gpus, o.gpus == 1 ? "" : "s", o.gpus));
-  }
-  lines.push_back(fmt::format("  search space: {}", o.space.describe()));
-  for (const auto& pinned : o.space.pinned) lines.push_back(fmt::format("  pinned (not searched): {}", pinned));
-  const std::string strategy_name = resolve_strategy_name(o.strategy, o.space);
-  std::string summary;
-  for (const auto& info : strategies()) {
-    if (info.name == strategy_name) summary = info.summary;
-  }
-  lines.push_back(fmt::format("  strategy: {}: {} ({} {} trial(s)), seed {}", strategy_name, summary,
-                              strategy_name == "grid" ? "exactly" : "about",
-                              planned_search_trials(strategy_name, o.space), o.seed));
-  lines.push_back(fmt::format("  each trial: {} warm-up + {} timed steps, timeout {} s; decision: {} alternated pairs vs "
-                              "DDP defaults",
-                              o.warmup, o.steps, o.trial_timeout_s, o.repeats));
-  if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
-  if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
-  WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");
-  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : "",
-                            "/tmp/acspeed-tune-XXXXXX/workers-N");
-  for (auto& arg : argv) {
-    if (arg == "--master_port=0") arg = "--master_port=<a free port>";
-  }
-  lines.push_back(fmt::format("  workers (node {}): {}", o.node_rank, fmt::join(argv, " ")));
-  return lines;
-}
-
 SessionResult run_session(const TuneOptions& options, Store& store, SessionObserver& observer) {
   Session session(options, store, observer);
   return session.run();
-}
-
-void supervise_node(const TuneOptions& options, SessionObserver& observer) {
-  const std::string work_dir = make_work_dir();
-  observer.note(fmt::format("node {}: supervising the local workers; node 0 ({}:{}) coordinates and writes the store",
-                            options.node_rank, options.master_addr, options.master_port));
-  // The worker logs stay when something failed (node 0's stored reasons name them), as on node 0.
-  auto clean_up = [&](bool failed) {
-    std::error_code ec;
-    if (failed && !std::filesystem::is_empty(work_dir, ec)) {
-      remove_torchrun_logs(work_dir);
-      observer.note(fmt::format("node {}: worker logs kept in {}", options.node_rank, work_dir));
-    } else {
-      std::filesystem::remove_all(work_dir, ec);
-    }
-  };
-  int failed_launches = 0;
-  try {
-    failed_launches = supervise_workers(make_launch(options, work_dir),
-                                        std::chrono::seconds(std::max(600, 2 * options.trial_timeout_s)),
-                                        [&observer](const std::string& line) { observer.note(line); });
-  } catch (...) {
-    clean_up(true);
-    throw;
-  }
-  clean_up(failed_launches > 0);
 }
 
 }  // namespace acspeed::tuner

@@ -201,7 +201,7 @@ void WorkerGroup::launch() {
   const int port = launch_.master_port != 0 ? launch_.master_port : free_local_port();
   child_ = start_workers(launch_, port, socket_path_, log_path_, log_prefix_);
   child_reaped_ = false;
-  buffer_.clear();
+  lines_.clear();
   // Wait for rank 0 to connect, watching the launcher.
   const auto deadline = Clock::now() + launch_.start_timeout;
   while (conn_fd_ < 0) {
@@ -258,12 +258,7 @@ const WorkerHello& WorkerGroup::start() {
 std::optional<std::string> WorkerGroup::read_line(Clock::time_point deadline, bool* eof) {
   *eof = false;
   for (;;) {
-    const size_t newline = buffer_.find('\n');
-    if (newline != std::string::npos) {
-      std::string line = buffer_.substr(0, newline);
-      buffer_.erase(0, newline + 1);
-      return line;
-    }
+    if (auto line = lines_.next()) return line;
     process::throw_if_interrupted();
     if (node_lost()) {  // that node's workers are gone with it: no answer is coming
       *eof = true;
@@ -275,14 +270,12 @@ std::optional<std::string> WorkerGroup::read_line(Clock::time_point deadline, bo
     const int ready = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 200)));
     if (ready < 0 && errno != EINTR) ACS_THROW(Error, "poll(): {}", std::strerror(errno));
     if (ready <= 0) continue;
-    char chunk[65536];
-    const ssize_t n = read(conn_fd_, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    const bool open = lines_.fill(conn_fd_);
+    if (auto line = lines_.next()) return line;  // what it sent before it closed
+    if (!open) {
       *eof = true;
       return std::nullopt;
     }
-    buffer_.append(chunk, static_cast<size_t>(n));
   }
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "acspeed/process/spawn.h"
+#include "line_reader.h"
 #include "protocol.h"
 #include "rank_failure.h"
 
@@ -116,7 +117,7 @@ class WorkerGroup {
   int child_exit_ = 0;  // exit code once reaped (process/exit_status.h)
   bool child_reaped_ = false;
   bool in_trial_ = false;  // a request was sent and its result not read
-  std::string buffer_;
+  LineReader lines_;  // what rank 0 sent
   std::string log_path_;    // the launcher's (torchrun's) output
   std::string log_prefix_;  // the ranks' own logs: PREFIX-rankR.log
   int launches_ = 0;

@@ -1,0 +1,43 @@
+#include "calibration.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace acspeed::tuner {
+
+CalibrationPlan calibration_plan(const WorkerHello& hello, const std::vector<ModelTrial>& have) {
+  CalibrationPlan plan;
+  if (hello.nnodes < 2) {
+    plan.skipped = "step model: one node, no inter-node link to model: no bound or prediction";
+    return plan;
+  }
+  if (hello.probe.empty()) {
+    plan.skipped = "step model: the workers have no probe: no bound or prediction";
+    return plan;
+  }
+  auto missing = [&](const char* role) {
+    return std::none_of(have.begin(), have.end(), [&](const ModelTrial& t) { return t.role == role; });
+  };
+  if (missing(kRoleCompute)) {
+    plan.trials.push_back({kRoleCompute, TrialMode::kComputeOnly, "compute only (communication off)"});
+  }
+  if (missing(kRoleCalibration)) {
+    plan.trials.push_back({kRoleCalibration, TrialMode::kHooked, "DDP defaults through acspeed's hook"});
+  }
+  return plan;
+}
+
+std::string calibration_note(const StepModel& model) {
+  const Prediction p = predict(model, CommConfig{});
+  if (!p.ok) return fmt::format("step model: not calibrated ({})", p.why_not);
+  const LinkFit& fit = model.pooled.value();
+  return fmt::format("step model: compute {} (forward + optimizer {}), link {:.1f} MB/s, latency {} per "
+                     "collective{}, gradients {:.1f} MB per step",
+                     format_seconds(*model.compute_s), format_seconds(model.serial_s.value_or(0)),
+                     fit.bytes_per_s / 1e6, format_seconds(fit.latency_s),
+                     fit.latency_fitted ? "" : " (not separable yet)",
+                     static_cast<double>(*model.payload_bytes) / 1e6);
+}
+
+}  // namespace acspeed::tuner

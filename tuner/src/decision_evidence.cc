@@ -1,0 +1,47 @@
+#include "decision_evidence.h"
+
+#include <fmt/format.h>
+
+namespace acspeed::tuner {
+
+nlohmann::json decision_evidence(const TuneOptions& o, const Measured& best, const std::string& strategy,
+                                 size_t measured) {
+  nlohmann::json evidence = {{"seed", o.seed},
+                             {"method", kDecisionMethod},
+                             {"candidate", best.config},
+                             {"guard", best.metrics.guard},
+                             {"search", {{"strategy", strategy}, {"measured", measured}, {"best_p50_s", best.cost}}}};
+  if (o.gpus_shared) {  // time-sliced GPUs: the measurements are not those of a GPU per rank
+    evidence["gpus_shared"] = {{"gpus", o.gpus}, {"ranks_per_node", o.nproc_per_node},
+                               {"device", fmt::format("local rank mod {}", o.gpus)}};
+  }
+  return evidence;
+}
+
+PairRun pair_of(bool candidate_first, const Measured& c, const Measured& b) {
+  PairRun pair;
+  pair.candidate_first = candidate_first;
+  pair.candidate_steps_s = c.step_times_s;
+  pair.baseline_steps_s = b.step_times_s;
+  pair.candidate_loss = c.metrics.loss;
+  pair.baseline_loss = b.metrics.loss;
+  pair.baseline_loss_first = b.metrics.loss_first;
+  pair.candidate_metrics = c.metrics;
+  pair.baseline_metrics = b.metrics;
+  return pair;
+}
+
+std::string add_bound_evidence(nlohmann::json& evidence, const StepModel& model, const CommConfig& config,
+                               const Measured* measured) {
+  const Prediction p = predict(model, config);
+  if (!p.ok) return "";
+  evidence["model"] = {{"bound_s", p.bound_s}, {"predicted_s", p.step_s}};
+  if (measured != nullptr && measured->cost < kFailedCost) {
+    evidence["model"]["efficiency"] = p.bound_s / measured->cost;
+    return fmt::format("; step {} against a bound of {} (efficiency {:.0f}%)", format_seconds(measured->cost),
+                       format_seconds(p.bound_s), 100 * p.bound_s / measured->cost);
+  }
+  return fmt::format("; bound {}", format_seconds(p.bound_s));
+}
+
+}  // namespace acspeed::tuner

@@ -1,0 +1,49 @@
+#include "session_record.h"
+
+#include <nlohmann/json.hpp>
+
+#include "acspeed/settings.h"
+
+namespace acspeed::tuner {
+
+SessionRecord new_session_record(const TuneOptions& o, const WorkerHello& hello, const Fingerprint& fp,
+                                 const std::string& strategy) {
+  using nlohmann::json;
+  SessionRecord s;
+  s.instance_type = fp.instance_type;
+  s.model_name = o.model;
+  s.model_signature = hello.model_signature;
+  s.precision = to_string(o.precision);
+  s.world_size = hello.world_size;
+  s.nnodes = hello.nnodes;
+  s.batch_size = o.batch_size;
+  s.strategy = strategy;
+  s.seed = static_cast<int64_t>(o.seed);
+  s.search_space_json = json(o.space).dump();
+  s.options_json = json{{"args", o.args},
+                        {"command_line", o.command_line},
+                        {"settings", json(settings_in_environment())},
+                        {"batch_size", o.batch_size},
+                        {"image_size", o.image_size},
+                        {"warmup", o.warmup},
+                        {"steps", o.steps},
+                        {"repeats", o.repeats},
+                        {"budget_minutes", o.budget_minutes},
+                        {"trial_timeout_s", o.trial_timeout_s},
+                        {"loss_tolerance", o.loss_tolerance},
+                        {"nproc_per_node", o.nproc_per_node},
+                        {"notes", o.notes}}
+                       .dump();
+  s.versions_json = json{{"acspeed", ACSPEED_VERSION_STRING},
+                         {"torch", hello.torch_version},
+                         {"nccl", hello.nccl_version},
+                         {"cuda", hello.cuda_version},
+                         {"backend", hello.backend},
+                         {"device", hello.device},
+                         {"protocol", kProtocolVersion},
+                         {"fingerprint", fp.details}}
+                        .dump();
+  return s;
+}
+
+}  // namespace acspeed::tuner

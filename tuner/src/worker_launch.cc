@@ -1,0 +1,69 @@
+#include "worker_launch.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "acspeed/error.h"
+
+namespace acspeed::tuner {
+
+std::string make_work_dir() {
+  std::string pattern = "/tmp/acspeed-tune-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) ACS_THROW(Error, "cannot create a work folder under /tmp: {}", std::strerror(errno));
+  return pattern;
+}
+
+WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
+  WorkerLaunch l;
+  l.python = o.python;
+  l.python_path = o.python_path;
+  l.worker_args = {"--model",      o.model,
+                   "--batch-size", std::to_string(o.batch_size),
+                   "--image-size", std::to_string(o.image_size),
+                   "--precision",  std::string(to_string(o.precision))};
+  l.nnodes = o.nnodes;
+  l.node_rank = o.node_rank;
+  l.nproc_per_node = o.nproc_per_node;
+  l.share_gpus = o.gpus_shared;
+  l.master_addr = o.master_addr;
+  l.master_port = o.master_port;
+  l.work_dir = work_dir;
+  l.start_timeout = std::chrono::seconds(std::max(120, o.trial_timeout_s));
+  // The ranks' stacks are dumped shortly before the trial times out, so its error says where they hung.
+  l.stack_dump_s = std::max(o.trial_timeout_s * 3 / 4, o.trial_timeout_s - 5);
+  return l;
+}
+
+void supervise_node(const TuneOptions& options, SessionObserver& observer) {
+  const std::string work_dir = make_work_dir();
+  observer.note(fmt::format("node {}: supervising the local workers; node 0 ({}:{}) coordinates and writes the store",
+                            options.node_rank, options.master_addr, options.master_port));
+  // The worker logs stay when something failed (node 0's stored reasons name them), as on node 0.
+  auto clean_up = [&](bool failed) {
+    std::error_code ec;
+    if (failed && !std::filesystem::is_empty(work_dir, ec)) {
+      remove_torchrun_logs(work_dir);
+      observer.note(fmt::format("node {}: worker logs kept in {}", options.node_rank, work_dir));
+    } else {
+      std::filesystem::remove_all(work_dir, ec);
+    }
+  };
+  int failed_launches = 0;
+  try {
+    failed_launches = supervise_workers(make_launch(options, work_dir),
+                                        std::chrono::seconds(std::max(600, 2 * options.trial_timeout_s)),
+                                        [&observer](const std::string& line) { observer.note(line); });
+  } catch (...) {
+    clean_up(true);
+    throw;
+  }
+  clean_up(failed_launches > 0);
+}
+
+}  // namespace acspeed::tuner
