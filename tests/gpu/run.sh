@@ -38,7 +38,7 @@ repo=$(cd "$here/../.." && pwd)
 # check's cap.
 BUDGETS=(nccl_plugin=60 e2e=180 cupti=45 hook=45)
 DEFAULT_CHECK_CAP=60
-KILL_GRACE=5     # after a cap: SIGTERM, then SIGKILL this much later
+KILL_GRACE=3     # after a cap: SIGTERM, then SIGKILL this much later
 PACK_RESERVE=10  # kept at the end of the run for ending leftovers and packing the logs
 DEVICE_TIMEOUT=420
 
@@ -59,7 +59,7 @@ for arg in "$@"; do
 done
 
 run_timeout_s=${ACSPEED_GPU_RUN_TIMEOUT:-400}
-install_cap=${ACSPEED_GPU_INSTALL_TIMEOUT:-30}
+install_cap=${ACSPEED_GPU_INSTALL_TIMEOUT:-45}  # pip, then the first import of torch (cold caches)
 positive ACSPEED_GPU_RUN_TIMEOUT "$run_timeout_s"
 positive ACSPEED_GPU_INSTALL_TIMEOUT "$install_cap"
 if [[ -n "${ACSPEED_GPU_CHECK_TIMEOUT:-}" ]]; then
