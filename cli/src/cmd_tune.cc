@@ -20,6 +20,7 @@
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
 #include "acspeed/tuner/defaults.h"
+#include "acspeed/tuner/knobs.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
 #include "cli.h"
@@ -31,21 +32,21 @@ namespace {
 using tuner::TuneOptions;
 
 std::string usage() {
+  std::string knob_options;
+  for (const auto& knob : tuner::knobs()) knob_options += fmt::format("[--{} LIST] ", knob.option);
   return fmt::format(
       "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
-      "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] [--bucket-mb LIST] [--algorithms LIST] "
-      "[--streams LIST] [--compression LIST] [--powersgd-ranks LIST] [--nccl-algorithms LIST] [--nccl-protocols LIST] [--nccl-channels LIST] "
+      "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] {}"
       "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--share-gpus] [--dry-run]\n"
       "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
-      join(precision_names(), "|"));
+      join(precision_names(), "|"), knob_options);
 }
 
 po::options_description tune_options() {
   const auto& gpu = tuner::tune_defaults(true);
   const auto& cpu = tuner::tune_defaults(false);
   const auto both = [](const auto& g, const auto& c) { return fmt::format("default {}; {} without a GPU", g, c); };
-  const auto list = [](const auto& values) { return fmt::format("{}", fmt::join(values, ",")); };
   const std::string budget = cpu.budget_minutes > 0 ? fmt::format("default: none; {:g} without a GPU", cpu.budget_minutes)
                                                     : std::string("default: none");
   po::options_description o("tune options");
@@ -67,19 +68,9 @@ po::options_description tune_options() {
       ("steps", po::value<std::string>(), fmt::format("timed steps per trial ({})", both(gpu.steps, cpu.steps)).c_str())
       ("repeats", po::value<std::string>(), fmt::format("alternated (candidate, DDP defaults) pairs in the decision, "
                                                         ">= 3 ({})", both(gpu.repeats, cpu.repeats)).c_str())
-      ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str())
-      ("bucket-mb", po::value<std::string>(), fmt::format("bucket sizes to search, MiB ({})",
-                                                          both(list(gpu.bucket_mb), list(cpu.bucket_mb))).c_str())
-      ("algorithms", po::value<std::string>(), "allreduce,reduce_scatter,hierarchical (default: allreduce,"
-       "reduce_scatter, and hierarchical on several nodes)")
-      ("streams", po::value<std::string>(), fmt::format("stream counts to search ({})",
-                                                        both(list(gpu.streams), list(cpu.streams))).c_str())
-      ("compression", po::value<std::string>(), "none,fp16,bf16,powersgd: searched only when given (changes numerics; "
-       "every compressed config passes the convergence guard or is rejected)")
-      ("powersgd-ranks", po::value<std::string>(), "PowerSGD ranks searched with --compression ...,powersgd (default 1,4)")
-      ("nccl-algorithms", po::value<std::string>(), "GPU: NCCL algorithms to search (any,ring,tree,...)")
-      ("nccl-protocols", po::value<std::string>(), "GPU: NCCL protocols to search (any,ll,ll128,simple)")
-      ("nccl-channels", po::value<std::string>(), "GPU: NCCL channel counts to search (0 = NCCL's choice)")
+      ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str());
+  for (const auto& knob : tuner::knobs()) o.add_options()(knob.option.c_str(), po::value<std::string>(), knob.help().c_str());
+  o.add_options()
       ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")
       ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
@@ -190,38 +181,23 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
 
   using namespace tuner;
   SearchSpace& s = o.space;
-  if (vm.count("bucket-mb")) s.bucket_mb = parse_bucket_list("--bucket-mb", text_of(vm, "bucket-mb"));
-  if (vm.count("algorithms")) {
-    s.algorithms = parse_algorithm_list("--algorithms", text_of(vm, "algorithms"));
-  } else {
-    s.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
-    if (o.nnodes > 1) s.algorithms.push_back(Algorithm::kHierarchical);
+  const KnobContext context{o.nnodes, gpu};
+  for (const auto& knob : knobs()) {
+    if (!vm.count(knob.option)) {
+      if (knob.unset) knob.unset(s, context);
+      continue;
+    }
+    if (knob.needs_gpu && !gpu) {
+      std::vector<std::string> here;
+      for (const auto& other : knobs()) {
+        if (!other.needs_gpu) here.push_back("--" + other.option);
+      }
+      ACS_THROW(InvalidArgument, "--{} needs a GPU (NCCL); this machine has none (accepted here: {})", knob.option,
+                fmt::join(here, ", "));
+    }
+    knob.parse(s, "--" + knob.option, text_of(vm, knob.option.c_str()));
   }
-  if (vm.count("streams")) s.streams = parse_streams_list("--streams", text_of(vm, "streams"));
   o.compression_searched = vm.count("compression") > 0;
-  if (o.compression_searched) s.compression = parse_compression_list("--compression", text_of(vm, "compression"));
-  if (vm.count("powersgd-ranks")) {
-    s.powersgd_ranks = parse_powersgd_rank_list("--powersgd-ranks", text_of(vm, "powersgd-ranks"));
-    if (!searches_powersgd(s)) {
-      ACS_THROW(InvalidArgument, "--powersgd-ranks '{}' needs powersgd in --compression (e.g. --compression "
-                "none,powersgd)", text_of(vm, "powersgd-ranks"));
-    }
-  } else if (searches_powersgd(s)) {
-    s.powersgd_ranks = kDefaultPowerSgdRanks;
-  }
-  for (const char* name : {"nccl-algorithms", "nccl-protocols", "nccl-channels"}) {
-    if (vm.count(name) && !gpu) {
-      ACS_THROW(InvalidArgument, "--{} needs a GPU (NCCL); this machine has none (accepted here: --bucket-mb, "
-                "--algorithms, --streams, --compression)", name);
-    }
-  }
-  if (vm.count("nccl-algorithms")) {
-    s.nccl_algorithms = parse_nccl_choice_list("--nccl-algorithms", text_of(vm, "nccl-algorithms"), nccl_algorithm_names());
-  }
-  if (vm.count("nccl-protocols")) {
-    s.nccl_protocols = parse_nccl_choice_list("--nccl-protocols", text_of(vm, "nccl-protocols"), nccl_protocol_names());
-  }
-  if (vm.count("nccl-channels")) s.nccl_channels = parse_channels_list("--nccl-channels", text_of(vm, "nccl-channels"));
   apply_pins(s);
   resolve_strategy_name(o.strategy, s);  // an unknown name is a usage error now, not after the launch
   if (searches_powersgd(s) && o.warmup < kDefaultPowerSgdStartStep + 2) {

@@ -12,6 +12,7 @@
 #include "acspeed/strings.h"
 #include "render.h"
 #include "svg.h"
+#include "trial_columns.h"
 #include "acspeed/tuner/statistics.h"
 
 namespace acspeed::report {
@@ -366,32 +367,28 @@ void key_value_table(std::string& out, const std::vector<std::pair<std::string, 
 
 std::string trials_table(const Report& r) {
   if (r.trials.empty()) return note("No trials recorded.");
-  std::string out =
-      "<table class=\"trials\">\n<tr><th>#</th><th>Role</th><th>Config</th><th>Steps</th><th>p50 (ms)</th>"
-      "<th>p90 (ms)</th><th>p95 (ms)</th><th>Samples/s</th><th>Speedup vs baseline</th><th>Compute (ms)</th>"
-      "<th>Comm (ms)</th><th>Exposed comm (ms)</th><th>Bound (ms)</th><th>Efficiency</th><th>PowerSGD compute (ms)</th>"
-      "<th>Loss</th><th>Convergence guard</th>"
-      "<th>Status</th></tr>\n";
+  const auto columns = human_columns(kInHtml);
+  std::string out = "<table class=\"trials\">\n<tr>";
+  for (const auto* column : columns) out += fmt::format("<th>{}</th>", e(column->human_title()));
+  out += "</tr>\n";
   for (const auto& t : r.trials) {
-    const auto p = [&t](double StepStats::*field) {
-      return t.stats ? std::optional<double>((*t.stats).*field) : std::nullopt;
-    };
     const bool chosen = r.decision && t.config && *t.config == r.decision->config;
-    out += fmt::format(
-        "<tr{}><td class=\"num\">{}</td><td>{}</td><td class=\"cfg\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>"
-        "<td><span class=\"status {}\">{}</span></td></tr>\n",
-        chosen ? " class=\"chosen\"" : "", t.record.ordinal, e(t.record.role), e(t.config_text),
-        t.record.step_times_s.size(), format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)),
-        format_ms(p(&StepStats::p95)), format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline),
-        format_ms(t.metrics.compute_s), format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s),
-        format_ms(t.bound_s), format_percent(t.efficiency), format_ms(t.metrics.compression_s), format_loss(t),
-        e(format_guard(t)), t.record.status == "ok" ? "ok" : "bad", e(t.record.status));
+    out += chosen ? "<tr class=\"chosen\">" : "<tr>";
+    for (const auto* column : columns) {
+      const std::string cell = human_cell(*column, r, t);
+      switch (column->kind) {
+        case ColumnKind::kStatus:
+          out += fmt::format("<td><span class=\"status {}\">{}</span></td>", cell == "ok" ? "ok" : "bad", e(cell));
+          break;
+        case ColumnKind::kConfig: out += fmt::format("<td class=\"cfg\">{}</td>", e(cell)); break;
+        default: out += fmt::format("<td{}>{}</td>", column->numeric() ? " class=\"num\"" : "", e(cell));
+      }
+    }
+    out += "</tr>\n";
+    // The error on a row of its own, under the trial's number.
     if (!t.record.error.empty()) {
-      out += fmt::format("<tr><td></td><td colspan=\"17\" class=\"error\">error: {}</td></tr>\n", e(t.record.error));
+      out += fmt::format("<tr><td></td><td colspan=\"{}\" class=\"error\">error: {}</td></tr>\n", columns.size() - 1,
+                         e(t.record.error));
     }
   }
   return out + "</table>\n";

@@ -4,6 +4,7 @@
 
 #include "acspeed/strings.h"
 #include "render.h"
+#include "trial_columns.h"
 
 namespace acspeed::report {
 namespace {
@@ -66,22 +67,20 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
   if (r.trials.empty()) {
     out += "No trials recorded.\n\n";
   } else {
-    out += "| # | Role | Config | Steps | p50 (ms) | p90 (ms) | p95 (ms) | Samples/s | Speedup vs baseline | "
-           "Compute (ms) | Comm (ms) | Exposed comm (ms) | Bound (ms) | Efficiency | PowerSGD compute (ms) | Loss | "
-           "Convergence guard | Status | Error |\n"
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n";
+    const auto columns = human_columns(kInMarkdown);
+    std::string header = "|", rule = "|";
+    for (const auto* column : columns) {
+      header += fmt::format(" {} |", column->human_title());
+      rule += column->numeric() ? "---:|" : "---|";
+    }
+    out += header + "\n" + rule + "\n";
     for (const auto& t : r.trials) {
-      const auto p = [&t](double StepStats::*field) {
-        return t.stats ? std::optional<double>((*t.stats).*field) : std::nullopt;
-      };
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                         t.record.ordinal, md(t.record.role), md(t.config_text), t.record.step_times_s.size(),
-                         format_ms(p(&StepStats::p50)), format_ms(p(&StepStats::p90)), format_ms(p(&StepStats::p95)),
-                         format_rate(t.samples_per_s), format_ratio(t.speedup_vs_baseline), format_ms(t.metrics.compute_s),
-                         format_ms(t.metrics.comm_s), format_ms(t.metrics.exposed_comm_s), format_ms(t.bound_s),
-                         format_percent(t.efficiency), format_ms(t.metrics.compression_s), format_loss(t),
-                         md(format_guard(t)), md(t.record.status),
-                         t.record.error.empty() ? "-" : md(t.record.error));
+      std::string line = "|";
+      for (const auto* column : columns) {
+        const std::string cell = human_cell(*column, r, t);
+        line += fmt::format(" {} |", column->numeric() ? cell : md(cell));
+      }
+      out += line + "\n";
     }
     out += "\n";
   }

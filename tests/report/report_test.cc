@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "acspeed/report/report.h"
 #include "render.h"
 #include "report_fixture.h"
+#include "trial_columns.h"
 #include "acspeed/tuner/statistics.h"
 
 namespace acspeed::report {
@@ -475,6 +477,37 @@ TEST_F(ReportFormats, HtmlIsSelfContainedWithThreePlotsAndEscapesUserStrings) {
   }
   EXPECT_EQ(count(html, "samples/s, p50"), ok_search);
   EXPECT_EQ(count(html, "fill=\"#D55E00\"><title>trial "), ok) << "an exposed-communication bar per trial";
+}
+
+TEST(ReportColumns, EveryColumnPeopleSeeHasItsPlaceAndEveryCsvColumnAName) {
+  for (const ColumnFormat format : {kInMarkdown, kInHtml}) {
+    size_t shown = 0;
+    for (const auto& column : trial_columns()) shown += column.in(format) ? 1 : 0;
+    EXPECT_EQ(human_columns(format).size(), shown) << "a column is missing from kHumanOrder";
+  }
+  std::vector<std::string_view> names;
+  for (const auto& column : trial_columns()) {
+    EXPECT_FALSE(column.name.empty());
+    EXPECT_EQ(std::count(names.begin(), names.end(), column.name), 0) << column.name;
+    names.push_back(column.name);
+  }
+}
+
+TEST_F(ReportFormats, TheHeadersFollowTheColumnTableAndAnErrorRowSpansTheTrialsTable) {
+  const std::string html = render_html(report_, render_);
+  const size_t table = html.find("<table class=\"trials\">");
+  ASSERT_NE(table, std::string::npos);
+  const std::string header = html.substr(table, html.find("</tr>", table) - table);
+  const auto columns = human_columns(kInHtml);
+  EXPECT_EQ(count(header, "<th>"), columns.size());
+  for (const auto* column : columns) EXPECT_NE(header.find("<th>" + column->human_title() + "</th>"), std::string::npos);
+  EXPECT_NE(html.find(fmt::format("<td colspan=\"{}\" class=\"error\">error: ", columns.size() - 1)), std::string::npos)
+      << "the sample session has a failed trial";
+  // Markdown: one header cell and one alignment per column, in the same order.
+  const std::string md = render_markdown(report_, render_);
+  std::string expected = "|";
+  for (const auto* column : human_columns(kInMarkdown)) expected += " " + column->human_title() + " |";
+  EXPECT_NE(md.find(expected + "\n"), std::string::npos) << expected;
 }
 
 }  // namespace

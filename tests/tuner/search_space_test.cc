@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
+#include "acspeed/tuner/knobs.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -146,6 +147,51 @@ TEST(SearchSpace, NcclKnobsBecomeOneRuleOnlyWhenTheyChangeSomething) {
   EXPECT_EQ(tuned.nccl_rules[0].protocol, "simple");
   EXPECT_EQ(tuned.nccl_rules[0].channels, 8);
   EXPECT_NE(space.describe().find("NCCL"), std::string::npos);
+}
+
+TEST(SearchSpace, GradAsBucketViewIsAKnobThatADefaultSpaceDoesNotSearch) {
+  SearchSpace space;  // the knob left at its default: the space and its configs are what they were
+  EXPECT_EQ(SearchSpace::knob_names().back(), "gradient_as_bucket_view");
+  EXPECT_EQ(space.dims().back(), 1u);
+  EXPECT_EQ(space.size(), 1u);
+  EXPECT_TRUE(space.config_at(space.default_point()).is_default());
+  EXPECT_EQ(space.describe(), "bucket 25 MiB x allreduce x streams 1 x compression none = 1 config");
+  EXPECT_EQ(nlohmann::json(space)["gradient_as_bucket_view"], nlohmann::json::array({false}));
+
+  space.streams = {1, 2};
+  space.grad_as_bucket_view = parse_bool_list("--grad-as-bucket-view", "false,true");
+  EXPECT_EQ(space.size(), 4u);
+  EXPECT_NE(space.describe().find("x streams 1,2 x compression none x grad-as-bucket-view false,true = 4 configs"),
+            std::string::npos)
+      << space.describe();
+  const Point start = space.default_point();
+  EXPECT_EQ(start.back(), 0u);  // false: DDP's own
+  EXPECT_FALSE(space.config_at(start).gradient_as_bucket_view);  // left unset, not an explicit false
+  Point view = start;
+  view.back() = 1;
+  EXPECT_EQ(space.config_at(view).gradient_as_bucket_view, std::optional<bool>(true));
+  EXPECT_EQ(space.config_at(view).describe(), "gradient_as_bucket_view=true, allreduce");
+  EXPECT_NE(error_of([] { parse_bool_list("--grad-as-bucket-view", "false,maybe"); }).find("'maybe'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_bool_list("--grad-as-bucket-view", "true,1"); }).find("one value twice"),
+            std::string::npos);
+}
+
+TEST(Knobs, EveryKnobHasOneNameOneOptionAndADefaultThatIsDdps) {
+  std::set<std::string> names, options;
+  SearchSpace space;
+  CommConfig config;
+  for (const auto& knob : knobs()) {
+    EXPECT_TRUE(names.insert(knob.name).second) << knob.name;
+    EXPECT_TRUE(options.insert(knob.option).second) << knob.option;
+    EXPECT_FALSE(knob.help().empty()) << knob.name;
+    EXPECT_EQ(knob.pin_variable.empty(), !knob.pin) << knob.name << ": a pin variable and a way to pin go together";
+    EXPECT_EQ(knob.count(space), 1u) << knob.name;
+    knob.apply(space, knob.default_index(space), config);
+  }
+  ASSERT_EQ(SearchSpace::knob_names().size(), knobs().size());
+  for (size_t i = 0; i < knobs().size(); ++i) EXPECT_EQ(SearchSpace::knob_names()[i], knobs()[i].name);
+  EXPECT_TRUE(config.is_default()) << config.describe();
 }
 
 TEST(SearchSpace, DefaultPointIsNearestToDdpDefaults) {

@@ -193,6 +193,25 @@ TEST_F(SessionTest, NoFasterConfigKeepsDdpDefaultsWithoutPairs) {
   EXPECT_NE(decisions.front().note.find("keep DDP defaults"), std::string::npos) << decisions.front().note;
 }
 
+TEST_F(SessionTest, GradAsBucketViewIsMeasuredOnlyWhenItsKnobIsSearched) {
+  Recorder off;
+  ASSERT_EQ(run_session(options_, *store_, off).status, SessionResult::Status::kDone);
+  options_.space.grad_as_bucket_view = {false, true};
+  Recorder on;
+  const SessionResult result = run_session(options_, *store_, on);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  // Off (the default): streams 1, 2 as before. On: each of them with and without the bucket view.
+  ASSERT_EQ(off.results.size(), 2u);
+  ASSERT_EQ(on.results.size(), 4u);
+  size_t views = 0;
+  for (const auto& r : off.results) EXPECT_FALSE(r.config.gradient_as_bucket_view);
+  for (const auto& r : on.results) views += r.config.gradient_as_bucket_view == std::optional<bool>(true);
+  EXPECT_EQ(views, 2u);
+  const auto stored = nlohmann::json::parse(store_->session(result.session_id)->search_space_json);
+  EXPECT_EQ(stored["gradient_as_bucket_view"], nlohmann::json::array({false, true}));
+  EXPECT_EQ(stored["size"], 4);
+}
+
 TEST_F(SessionTest, UnbuildableModelIsAUsageFailureAndStoresNoSession) {
   setenv("FAKE_WORKER_MODE", "fatal_usage", 1);
   Recorder recorder;

@@ -66,12 +66,22 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
     (["--compression", "none,powersgd", "--powersgd-ranks", "0"], "'0' is not a PowerSGD rank"),
     (["--compression", "none,powersgd", "--powersgd-ranks", "1.5"], "'1.5' is not a PowerSGD rank"),
     (["--powersgd-ranks", "4"], "needs powersgd in --compression"),
+    (["--grad-as-bucket-view", "false,maybe"], "'maybe' is not a boolean"),
 ])
 def test_bad_values_are_one_line_usage_errors(tune, args, named):
     result = tune("--model", "resnet18", *args, "--dry-run", check=False)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and named in lines[0], result.stderr
+
+
+def test_grad_as_bucket_view_is_searched_only_when_asked(tune):
+    plain = tune("--model", "resnet18", "--bucket-mb", "5,25", "--streams", "1", "--dry-run").stdout
+    assert "x compression none = 4 configs" in plain and "bucket-view" not in plain, plain
+    asked = tune("--model", "resnet18", "--bucket-mb", "5,25", "--streams", "1", "--grad-as-bucket-view", "false,true",
+                 "--dry-run").stdout
+    assert "x compression none x grad-as-bucket-view false,true = 8 configs" in asked, asked
+    assert "--grad-as-bucket-view LIST" in tune("tune", "--help").stdout
 
 
 def test_bad_env_pin_is_a_usage_error(tune, monkeypatch):

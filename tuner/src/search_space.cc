@@ -10,6 +10,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/settings.h"
+#include "acspeed/tuner/knobs.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -54,31 +55,21 @@ std::string join_names(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-size_t nearest(const std::vector<double>& values, double target) {
-  size_t best = 0;
-  for (size_t i = 1; i < values.size(); ++i) {
-    if (std::abs(std::log(values[i] / target)) < std::abs(std::log(values[best] / target))) best = i;
-  }
-  return best;
-}
-
-template <typename T>
-size_t index_or_zero(const std::vector<T>& values, const T& wanted) {
-  const auto it = std::find(values.begin(), values.end(), wanted);
-  return it == values.end() ? 0 : static_cast<size_t>(it - values.begin());
-}
-
 }  // namespace
 
 const std::vector<std::string>& SearchSpace::knob_names() {
-  static const std::vector<std::string> names = {"bucket_mb",      "algorithm",     "streams",       "compression",
-                                                 "nccl_algorithm", "nccl_protocol", "nccl_channels", "powersgd_rank"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& knob : knobs()) out.push_back(knob.name);
+    return out;
+  }();
   return names;
 }
 
 std::vector<size_t> SearchSpace::dims() const {
-  return {bucket_mb.size(),       algorithms.size(),     streams.size(),        compression.size(),
-          nccl_algorithms.size(), nccl_protocols.size(), nccl_channels.size(), powersgd_ranks.size()};
+  std::vector<size_t> d;
+  for (const auto& knob : knobs()) d.push_back(knob.count(*this));
+  return d;
 }
 
 size_t SearchSpace::size() const {
@@ -92,32 +83,15 @@ CommConfig SearchSpace::config_at(const Point& p) const {
   ACS_ENFORCE_EQ(p.size(), d.size(), "a point has one index per knob");
   for (size_t i = 0; i < d.size(); ++i) ACS_ENFORCE(p[i] < d[i], "knob {} index {} >= {}", knob_names()[i], p[i], d[i]);
   CommConfig config;
-  if (bucket_mb[p[0]] != kDdpDefaultBucketMb) config.bucket_cap_mb = bucket_mb[p[0]];
-  config.algorithm = algorithms[p[1]];
-  config.streams = streams[p[2]];
-  config.compression = compression[p[3]];
-  if (config.compression == Compression::kPowerSgd) config.powersgd_rank = powersgd_ranks[p[7]];
-  if (nccl_algorithms[p[4]] != "any" || nccl_protocols[p[5]] != "any" || nccl_channels[p[6]] != 0) {
-    NcclRule rule;
-    rule.collective = "any";
-    rule.algorithm = nccl_algorithms[p[4]];
-    rule.protocol = nccl_protocols[p[5]];
-    rule.channels = nccl_channels[p[6]];
-    config.nccl_rules.push_back(rule);
-  }
+  for (size_t i = 0; i < d.size(); ++i) knobs()[i].apply(*this, p[i], config);
   config.validate();
   return config;
 }
 
 Point SearchSpace::default_point() const {
-  return {nearest(bucket_mb, kDdpDefaultBucketMb),
-          index_or_zero(algorithms, Algorithm::kAllreduce),
-          index_or_zero(streams, 1),
-          index_or_zero(compression, Compression::kNone),
-          index_or_zero(nccl_algorithms, std::string("any")),
-          index_or_zero(nccl_protocols, std::string("any")),
-          index_or_zero(nccl_channels, 0),
-          index_or_zero(powersgd_ranks, kDefaultPowerSgdRank)};
+  Point p;
+  for (const auto& knob : knobs()) p.push_back(knob.default_index(*this));
+  return p;
 }
 
 Point SearchSpace::point_at(size_t ordinal) const {
@@ -139,33 +113,18 @@ size_t SearchSpace::ordinal_of(const Point& p) const {
 }
 
 void to_json(nlohmann::json& j, const SearchSpace& s) {
-  j = {{"bucket_mb", s.bucket_mb},
-       {"algorithm", nlohmann::json::array()},
-       {"streams", s.streams},
-       {"compression", nlohmann::json::array()},
-       {"nccl_algorithm", s.nccl_algorithms},
-       {"nccl_protocol", s.nccl_protocols},
-       {"nccl_channels", s.nccl_channels},
-       {"powersgd_rank", s.powersgd_ranks},
-       {"pinned", s.pinned},
-       {"size", s.size()}};
-  for (auto a : s.algorithms) j["algorithm"].push_back(to_string(a));
-  for (auto c : s.compression) j["compression"].push_back(to_string(c));
+  j = nlohmann::json::object();
+  for (const auto& knob : knobs()) j[knob.name] = knob.to_json(s);
+  j["pinned"] = s.pinned;
+  j["size"] = s.size();
 }
 
 std::string SearchSpace::describe() const {
-  std::vector<std::string> algos, comps;
-  for (auto a : algorithms) algos.emplace_back(to_string(a));
-  for (auto c : compression) comps.emplace_back(to_string(c));
-  std::string text = fmt::format("bucket {} MiB x {} x streams {} x compression {}", fmt::join(bucket_mb, ","),
-                                 fmt::join(algos, ","), fmt::join(streams, ","), fmt::join(comps, ","));
-  if (searches_powersgd(*this)) text += fmt::format(" x powersgd rank {}", fmt::join(powersgd_ranks, ","));
-  if (nccl_algorithms.size() > 1 || nccl_protocols.size() > 1 || nccl_channels.size() > 1 ||
-      nccl_algorithms[0] != "any" || nccl_protocols[0] != "any" || nccl_channels[0] != 0) {
-    text += fmt::format(" x NCCL algorithm {} x protocol {} x channels {}", fmt::join(nccl_algorithms, ","),
-                        fmt::join(nccl_protocols, ","), fmt::join(nccl_channels, ","));
+  std::vector<std::string> parts;
+  for (const auto& knob : knobs()) {
+    if (std::string part = knob.describe(*this); !part.empty()) parts.push_back(std::move(part));
   }
-  return text + fmt::format(" = {} config{}", size(), size() == 1 ? "" : "s");
+  return fmt::format("{} = {} config{}", fmt::join(parts, " x "), size(), size() == 1 ? "" : "s");
 }
 
 std::vector<double> parse_bucket_list(std::string_view option, std::string_view text) {
@@ -255,25 +214,23 @@ bool searches_powersgd(const SearchSpace& space) {
          space.compression.end();
 }
 
+std::vector<bool> parse_bool_list(std::string_view option, std::string_view text) {
+  return parse_items<bool>(option, text, [&](const std::string& item) {
+    try {
+      return parse_bool(option, item);
+    } catch (const InvalidArgument&) {
+      ACS_THROW(InvalidArgument, "{} item '{}' is not a boolean (accepted: false, true)", option, item);
+    }
+  });
+}
+
 void apply_pins(SearchSpace& space) {
   CommConfig pins;
-  for (const auto& field : apply_env_pins(pins)) {
-    if (field == "bucket_cap_mb") {
-      space.bucket_mb = {*pins.bucket_cap_mb};
-      space.pinned.push_back("bucket_mb (ACSPEED_BUCKET_MB)");
-    } else if (field == "algorithm") {
-      space.algorithms = {pins.algorithm};
-      space.pinned.push_back("algorithm (ACSPEED_ALGORITHM)");
-    } else if (field == "streams") {
-      space.streams = {pins.streams};
-      space.pinned.push_back("streams (ACSPEED_STREAMS)");
-    } else if (field == "compression") {
-      space.compression = {pins.compression};
-      space.pinned.push_back("compression (ACSPEED_COMPRESSION)");
-    } else if (field == "powersgd_rank") {
-      space.powersgd_ranks = {pins.powersgd_rank};
-      space.pinned.push_back("powersgd_rank (ACSPEED_POWERSGD_RANK)");
-    }
+  apply_env_pins(pins);  // validates every pin; bad values throw
+  for (const auto& knob : knobs()) {
+    if (knob.pin_variable.empty() || !setting_raw(knob.pin_variable)) continue;
+    knob.pin(space, pins);
+    space.pinned.push_back(fmt::format("{} ({})", knob.name, knob.pin_variable));
   }
 }
 

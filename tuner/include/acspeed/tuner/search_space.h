@@ -1,6 +1,8 @@
 // The tuner's search space: one list of values per knob (bucket size, algorithm, streams,
-// compression, and on GPUs NCCL algorithm/protocol/channels). A point is one index per knob; the
-// strategies only see the knobs' sizes, so a new knob needs no change in them.
+// compression, on GPUs NCCL algorithm/protocol/channels, PowerSGD rank, gradient as bucket view).
+// A point is one index per knob; the strategies only see the knobs' sizes. What each knob is
+// (its name, option, pin, default and how it sets a config) is its row in knobs.h: the functions
+// below go through that table, so a new knob is its list here plus its row there.
 //
 // A knob pinned by an environment variable (ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION/
 // _POWERSGD_RANK) holds only the pinned value and is not searched (Horovod's rule).
@@ -35,15 +37,17 @@ struct SearchSpace {
   std::vector<std::string> nccl_algorithms = {"any"};
   std::vector<std::string> nccl_protocols = {"any"};
   std::vector<int> nccl_channels = {0};
+  // DDP's gradient_as_bucket_view; false (DDP's default) leaves it unset. Not searched by default.
+  std::vector<bool> grad_as_bucket_view = {false};
   std::vector<std::string> pinned;  // knobs pinned by the environment, with the variable: "streams (ACSPEED_STREAMS)"
 
-  static const std::vector<std::string>& knob_names();  // bucket_mb, algorithm, streams, compression, nccl_..., powersgd_rank
+  static const std::vector<std::string>& knob_names();  // knobs() order: bucket_mb, algorithm, ..., powersgd_rank, ...
   std::vector<size_t> dims() const;                      // values per knob
   size_t size() const;                                   // number of points (the grid)
   // The config a point stands for; bucket 25 MiB is left as DDP's default (unset).
   CommConfig config_at(const Point& point) const;
   // The point nearest to DDP's defaults (bucket nearest 25 MiB, allreduce, 1 stream, no compression,
-  // NCCL's choice, PowerSGD rank 4 or the first listed): where searches start.
+  // NCCL's choice, PowerSGD rank 4, no bucket view; else the first listed): where searches start.
   Point default_point() const;
   // Point number `ordinal` in row-major order (the last knob varies fastest); ordinal < size().
   Point point_at(size_t ordinal) const;
@@ -67,6 +71,8 @@ std::vector<std::string> parse_nccl_choice_list(std::string_view option, std::st
 std::vector<int> parse_channels_list(std::string_view option, std::string_view text);
 // PowerSGD ranks: integers 1 to kMaxPowerSgdRank (the hook clamps each to a matrix's smaller side).
 std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_view text);
+// Booleans (settings.h's parse_bool spellings: false,true).
+std::vector<bool> parse_bool_list(std::string_view option, std::string_view text);
 // The ranks searched when powersgd is: `--powersgd-ranks` when given, else 1,4.
 inline const std::vector<int> kDefaultPowerSgdRanks = {1, 4};
 // True when the space's compression list holds powersgd.

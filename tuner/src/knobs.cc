@@ -1,0 +1,240 @@
+#include "acspeed/tuner/knobs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "acspeed/error.h"
+#include "acspeed/tuner/defaults.h"
+#include "acspeed/tuner/search_space.h"
+
+namespace acspeed::tuner {
+namespace {
+
+// How one value reads in the plan and in the stored space.
+std::string text_of(double v) { return fmt::format("{}", v); }
+std::string text_of(int v) { return std::to_string(v); }
+std::string text_of(const std::string& v) { return v; }
+std::string text_of(Algorithm v) { return std::string(to_string(v)); }
+std::string text_of(Compression v) { return std::string(to_string(v)); }
+std::string text_of(bool v) { return v ? "true" : "false"; }
+
+nlohmann::json json_of(double v) { return v; }
+nlohmann::json json_of(int v) { return v; }
+nlohmann::json json_of(const std::string& v) { return v; }
+nlohmann::json json_of(Algorithm v) { return to_string(v); }
+nlohmann::json json_of(Compression v) { return to_string(v); }
+nlohmann::json json_of(bool v) { return v; }
+
+template <typename T>
+std::string joined(const std::vector<T>& values) {
+  std::vector<std::string> texts;
+  for (const auto& v : values) texts.push_back(text_of(static_cast<T>(v)));
+  return fmt::format("{}", fmt::join(texts, ","));
+}
+
+template <typename T>
+size_t index_or_zero(const std::vector<T>& values, const T& wanted) {
+  const auto it = std::find(values.begin(), values.end(), wanted);
+  return it == values.end() ? 0 : static_cast<size_t>(it - values.begin());
+}
+
+// The NCCL knobs share one rule ("any" collective), made by the first of them that changes something.
+NcclRule& nccl_rule(CommConfig& c) {
+  if (c.nccl_rules.empty()) {
+    NcclRule rule;
+    rule.collective = "any";
+    c.nccl_rules.push_back(rule);
+  }
+  return c.nccl_rules.front();
+}
+
+// What a row says about its values; list_knob() makes the row's functions from it.
+template <typename T>
+struct Values {
+  std::vector<T> SearchSpace::*member;
+  T ddp_default;  // the value that leaves the config as DDP has it: the default point's
+  std::string label;  // the plan's "{}" format for the joined values: "streams {}"
+  // The plan names the knob only when this says so (empty: always).
+  std::function<bool(const SearchSpace&)> described;
+  std::function<std::vector<T>(std::string_view option, std::string_view text)> parse;
+  std::function<void(const T&, CommConfig&)> apply;
+  std::function<T(const CommConfig&)> pinned;  // the value a pin set (empty: no pin variable)
+};
+
+template <typename T>
+Knob list_knob(std::string name, std::string option, std::string pin_variable, std::function<std::string()> help,
+               Values<T> v) {
+  Knob k;
+  k.name = std::move(name);
+  k.option = std::move(option);
+  k.pin_variable = std::move(pin_variable);
+  k.help = std::move(help);
+  const auto member = v.member;
+  k.count = [member](const SearchSpace& s) { return (s.*member).size(); };
+  k.apply = [member, apply = v.apply](const SearchSpace& s, size_t i, CommConfig& c) { apply((s.*member)[i], c); };
+  k.default_index = [member, d = v.ddp_default](const SearchSpace& s) { return index_or_zero(s.*member, d); };
+  k.to_json = [member](const SearchSpace& s) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& value : s.*member) values.push_back(json_of(static_cast<T>(value)));
+    return values;
+  };
+  k.describe = [member, label = v.label, described = v.described](const SearchSpace& s) -> std::string {
+    if (described && !described(s)) return "";
+    return fmt::format(fmt::runtime(label), joined(s.*member));
+  };
+  k.parse = [member, parse = v.parse](SearchSpace& s, std::string_view option, std::string_view text) {
+    s.*member = parse(option, text);
+  };
+  if (v.pinned) {
+    k.pin = [member, pinned = v.pinned](SearchSpace& s, const CommConfig& c) { s.*member = {pinned(c)}; };
+  }
+  return k;
+}
+
+// Described only when it holds something other than its default.
+template <typename T>
+std::function<bool(const SearchSpace&)> when_searched(std::vector<T> SearchSpace::*member, T ddp_default) {
+  return [member, ddp_default](const SearchSpace& s) {
+    return (s.*member).size() > 1 || (s.*member)[0] != ddp_default;
+  };
+}
+
+std::string both(const std::string& gpu, const std::string& cpu) {
+  return fmt::format("default {}; {} without a GPU", gpu, cpu);
+}
+
+std::vector<Knob> make_knobs() {
+  std::vector<Knob> k;
+  k.push_back(list_knob<double>(
+      "bucket_mb", "bucket-mb", "ACSPEED_BUCKET_MB",
+      [] {
+        return fmt::format("bucket sizes to search, MiB ({})",
+                           both(joined(tune_defaults(true).bucket_mb), joined(tune_defaults(false).bucket_mb)));
+      },
+      {&SearchSpace::bucket_mb, kDdpDefaultBucketMb, "bucket {} MiB", {}, parse_bucket_list,
+       [](double mb, CommConfig& c) {
+         if (mb != kDdpDefaultBucketMb) c.bucket_cap_mb = mb;  // DDP's own default stays unset
+       },
+       [](const CommConfig& c) { return *c.bucket_cap_mb; }}));
+  // The bucket nearest to DDP's 25 MiB (on a log scale) starts the search, listed or not.
+  k.back().default_index = [](const SearchSpace& s) {
+    size_t best = 0;
+    for (size_t i = 1; i < s.bucket_mb.size(); ++i) {
+      if (std::abs(std::log(s.bucket_mb[i] / kDdpDefaultBucketMb)) <
+          std::abs(std::log(s.bucket_mb[best] / kDdpDefaultBucketMb))) {
+        best = i;
+      }
+    }
+    return best;
+  };
+  k.push_back(list_knob<Algorithm>(
+      "algorithm", "algorithms", "ACSPEED_ALGORITHM",
+      [] {
+        return fmt::format("{} (default: allreduce,reduce_scatter, and hierarchical on several nodes)",
+                           fmt::join(algorithm_names(), ","));
+      },
+      {&SearchSpace::algorithms, Algorithm::kAllreduce, "{}", {}, parse_algorithm_list,
+       [](Algorithm a, CommConfig& c) { c.algorithm = a; }, [](const CommConfig& c) { return c.algorithm; }}));
+  k.back().unset = [](SearchSpace& s, const KnobContext& context) {
+    s.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
+    if (context.nnodes > 1) s.algorithms.push_back(Algorithm::kHierarchical);
+  };
+  k.push_back(list_knob<int>(
+      "streams", "streams", "ACSPEED_STREAMS",
+      [] {
+        return fmt::format("stream counts to search ({})",
+                           both(joined(tune_defaults(true).streams), joined(tune_defaults(false).streams)));
+      },
+      {&SearchSpace::streams, 1, "streams {}", {}, parse_streams_list, [](int n, CommConfig& c) { c.streams = n; },
+       [](const CommConfig& c) { return c.streams; }}));
+  k.push_back(list_knob<Compression>(
+      "compression", "compression", "ACSPEED_COMPRESSION",
+      [] {
+        return fmt::format("{}: searched only when given (changes numerics; every compressed config passes the "
+                           "convergence guard or is rejected)",
+                           fmt::join(compression_names(), ","));
+      },
+      {&SearchSpace::compression, Compression::kNone, "compression {}", {}, parse_compression_list,
+       [](Compression x, CommConfig& c) { c.compression = x; }, [](const CommConfig& c) { return c.compression; }}));
+  k.push_back(list_knob<std::string>(
+      "nccl_algorithm", "nccl-algorithms", "", [] { return std::string("GPU: NCCL algorithms to search (any,ring,tree,...)"); },
+      {&SearchSpace::nccl_algorithms, std::string("any"), "NCCL algorithm {}",
+       when_searched(&SearchSpace::nccl_algorithms, std::string("any")),
+       [](std::string_view option, std::string_view text) {
+         return parse_nccl_choice_list(option, text, nccl_algorithm_names());
+       },
+       [](const std::string& name, CommConfig& c) {
+         if (name != "any") nccl_rule(c).algorithm = name;
+       },
+       {}}));
+  k.back().needs_gpu = true;
+  k.push_back(list_knob<std::string>(
+      "nccl_protocol", "nccl-protocols", "", [] { return std::string("GPU: NCCL protocols to search (any,ll,ll128,simple)"); },
+      {&SearchSpace::nccl_protocols, std::string("any"), "NCCL protocol {}",
+       when_searched(&SearchSpace::nccl_protocols, std::string("any")),
+       [](std::string_view option, std::string_view text) {
+         return parse_nccl_choice_list(option, text, nccl_protocol_names());
+       },
+       [](const std::string& name, CommConfig& c) {
+         if (name != "any") nccl_rule(c).protocol = name;
+       },
+       {}}));
+  k.back().needs_gpu = true;
+  k.push_back(list_knob<int>(
+      "nccl_channels", "nccl-channels", "", [] { return std::string("GPU: NCCL channel counts to search (0 = NCCL's choice)"); },
+      {&SearchSpace::nccl_channels, 0, "NCCL channels {}", when_searched(&SearchSpace::nccl_channels, 0),
+       parse_channels_list,
+       [](int n, CommConfig& c) {
+         if (n != 0) nccl_rule(c).channels = n;
+       },
+       {}}));
+  k.back().needs_gpu = true;
+  k.push_back(list_knob<int>(
+      "powersgd_rank", "powersgd-ranks", "ACSPEED_POWERSGD_RANK",
+      [] {
+        return fmt::format("PowerSGD ranks searched with --compression ...,powersgd (default {})",
+                           joined(kDefaultPowerSgdRanks));
+      },
+      {&SearchSpace::powersgd_ranks, kDefaultPowerSgdRank, "powersgd rank {}", searches_powersgd,
+       parse_powersgd_rank_list,
+       [](int rank, CommConfig& c) {
+         if (c.compression == Compression::kPowerSgd) c.powersgd_rank = rank;  // other configs do not use it
+       },
+       [](const CommConfig& c) { return c.powersgd_rank; }}));
+  k.back().parse = [](SearchSpace& s, std::string_view option, std::string_view text) {
+    s.powersgd_ranks = parse_powersgd_rank_list(option, text);
+    if (!searches_powersgd(s)) {
+      ACS_THROW(InvalidArgument, "{} '{}' needs powersgd in --compression (e.g. --compression none,powersgd)", option,
+                text);
+    }
+  };
+  k.back().unset = [](SearchSpace& s, const KnobContext&) {
+    if (searches_powersgd(s)) s.powersgd_ranks = kDefaultPowerSgdRanks;
+  };
+  k.push_back(list_knob<bool>(
+      "gradient_as_bucket_view", "grad-as-bucket-view", "",
+      [] {
+        return std::string("DDP's gradient_as_bucket_view values to search, false,true (default: not searched, "
+                           "DDP's false: gradients are not views into the buckets)");
+      },
+      {&SearchSpace::grad_as_bucket_view, false, "grad-as-bucket-view {}",
+       when_searched(&SearchSpace::grad_as_bucket_view, false), parse_bool_list,
+       [](bool view, CommConfig& c) {
+         if (view) c.gradient_as_bucket_view = true;  // false is DDP's own default: left unset
+       },
+       {}}));
+  return k;
+}
+
+}  // namespace
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> table = make_knobs();
+  return table;
+}
+
+}  // namespace acspeed::tuner
