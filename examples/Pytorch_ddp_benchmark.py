@@ -152,8 +152,9 @@ def main(argv=None) -> None:
     gpu = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if gpu:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        # Modulo the GPUs: with ACSPEED_SHARE_GPUS=1, `import acspeed` lets more ranks than GPUs share them.
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
     dist.init_process_group("nccl" if gpu else "gloo", timeout=datetime.timedelta(minutes=10))
@@ -163,7 +164,7 @@ def main(argv=None) -> None:
     model, make_batch = build_model(args.model, args.image_size, device)
     if args.precision in ("fp16", "bf16"):
         model = model.to(torch.float16 if args.precision == "fp16" else torch.bfloat16)
-    ddp = DDP(model, device_ids=[local_rank] if gpu else None)
+    ddp = DDP(model, device_ids=[device.index] if gpu else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     inputs, targets = make_batch(args.batch_size)
     if args.precision in ("fp16", "bf16"):

@@ -14,6 +14,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/gpu_sharing.h"
 #include "acspeed/precision.h"
 #include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
@@ -38,7 +39,7 @@ std::string usage() {
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
       "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] {}"
       "[--data pkg.module:function] [--trajectory-steps T] "
-      "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
+      "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--share-gpus] [--dry-run]\n"
       "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
       join(precision_names(), "|"), knob_options);
 }
@@ -83,6 +84,8 @@ po::options_description tune_options() {
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
       ("loss-tolerance", po::value<std::string>(), "compression: allowed loss difference, relative to the larger of the final loss and the trial's progress from its first loss (default 0.05)")
       ("resume", po::value<std::string>(), "continue session SESSION with its stored options")
+      ("share-gpus", "let more ranks than this node's GPUs share them (device = local rank mod GPUs, each rank its "
+       "own NCCL host identity; also ACSPEED_SHARE_GPUS=1); the decision then applies only to jobs that share GPUs")
       ("dry-run", "print the plan and exit");
   return o;
 }
@@ -155,6 +158,14 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.nnodes = int_option(vm, "nnodes", 1, 1, 4096);
   o.node_rank = int_option(vm, "node-rank", 0, 0, o.nnodes - 1);
   o.nproc_per_node = int_option(vm, "nproc-per-node", o.nproc_per_node > 0 ? o.nproc_per_node : gpus->count, 1, 1024);
+  o.share_gpus = vm.count("share-gpus") > 0 || setting_bool("ACSPEED_SHARE_GPUS");
+  o.gpus = gpu ? gpus->count : 0;
+  o.gpus_shared = gpus_shared(o.share_gpus, o.nproc_per_node, o.gpus);
+  if (gpu && o.nproc_per_node > o.gpus && !o.share_gpus) {
+    ACS_THROW(InvalidArgument, "--nproc-per-node {} is more than the {} GPU(s) of this node (accepted: at most {}, "
+              "or --share-gpus to let ranks share GPUs; such a decision applies only to jobs that share GPUs)",
+              o.nproc_per_node, o.gpus, o.gpus);
+  }
   if (vm.count("master-addr")) o.master_addr = text_of(vm, "master-addr");
   // Several nodes: node 0 also listens on the next port, for the other nodes' acspeed-tune (the node link).
   o.master_port = int_option(vm, "master-port", o.nnodes > 1 ? 29500 : 0, 1, o.nnodes > 1 ? 65534 : 65535);

@@ -65,7 +65,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _log, _probes, _runtime, batches, powersgd, protocol
+from acspeed import _log, _probes, _runtime, batches, powersgd, protocol, share_gpus
 
 _PR_SET_PDEATHSIG = 1
 
@@ -474,13 +474,14 @@ def main(argv=None) -> int:
     os.environ["ACSPEED_STRICT"] = "1"  # a config the hooks cannot realise must fail the trial, not fall back
     use_cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    gpu = share_gpus.device_for(local_rank) if use_cuda else None  # local rank mod GPUs when shared
     if use_cuda:
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(gpu)
     dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     rank = dist.get_rank()
     control_group = dist.new_group(backend="gloo")
     control = Control(args.control) if rank == 0 else None
-    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    device = torch.device("cuda", gpu) if use_cuda else torch.device("cpu")
     try:
         trainer = Trainer(args, device)
         from acspeed.decision import model_signature  # noqa: PLC0415 - the key `import acspeed` looks up

@@ -9,6 +9,7 @@
 #include "acspeed/config.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/gpu_sharing.h"
 #include "acspeed/model_signature.h"
 #include "acspeed/node_count.h"
 #include "acspeed/precision.h"
@@ -30,9 +31,9 @@ std::tuple<CommConfig, std::vector<std::string>> typed_config(const std::string&
 // nnodes None: counted from this job's environment by the rule the tuner keys with (node_count.h).
 py::dict resolve(const std::string& instance_type, const std::string& signature, const std::string& precision,
                  int64_t world_size, std::optional<int64_t> nnodes, const std::string& torch_version,
-                 const std::string& nccl_version) {
+                 const std::string& nccl_version, bool gpus_shared) {
   ResolveRequest request;
-  request.key = {instance_type, signature, precision, world_size, nnodes.value_or(0)};
+  request.key = {instance_type, signature, precision, world_size, nnodes.value_or(0), gpus_shared};
   request.torch_version = torch_version;
   request.nccl_version = nccl_version;
   Resolution r;
@@ -161,5 +162,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("default_store_path", &default_store_path);
   m.def("resolve", &resolve, py::arg("instance_type"), py::arg("model_signature"), py::arg("precision"),
         py::arg("world_size"), py::arg("nnodes") = py::none(), py::arg("torch_version") = "",
-        py::arg("nccl_version") = "");
+        py::arg("nccl_version") = "", py::arg("gpus_shared") = false);
+  m.def("gpus_shared", &gpus_shared, py::arg("asked"), py::arg("ranks_per_node"), py::arg("gpus"),
+        "Whether a node's ranks share its GPUs: asked for (ACSPEED_SHARE_GPUS) and more ranks than GPUs.");
 }

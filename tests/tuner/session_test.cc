@@ -106,8 +106,29 @@ TEST_F(SessionTest, FasterCandidateIsConfirmedInPairsAndStoredWithItsEvidence) {
   EXPECT_DOUBLE_EQ(*d.speedup, 2.0);
   EXPECT_GT(*d.ci_low, 1.0);
   EXPECT_NE(d.evidence_json.find("\"pairs\""), std::string::npos);
+  EXPECT_FALSE(d.key.gpus_shared);  // no --share-gpus: keyed and labelled as ever
+  EXPECT_EQ(d.evidence_json.find("gpus_shared"), std::string::npos);
   EXPECT_EQ(store_->session(result.session_id)->status, "done");
   EXPECT_EQ(store_->trials(result.session_id).size(), recorder.trials.size());
+}
+
+TEST_F(SessionTest, RanksSharingAGpuStoreADecisionKeyedAndLabelledSo) {
+  setenv("FAKE_WORKER_MODE", "fast_streams", 1);
+  options_.share_gpus = true;  // what acspeed-tune --share-gpus --nproc-per-node 2 sets on a one-GPU node
+  options_.nproc_per_node = 2;
+  options_.gpus = 1;
+  options_.gpus_shared = true;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_TRUE(decisions[0].key.gpus_shared);
+  EXPECT_EQ(nlohmann::json::parse(decisions[0].evidence_json)["gpus_shared"],
+            (nlohmann::json{{"gpus", 1}, {"ranks_per_node", 2}, {"device", "local rank mod 1"}}));
+  DecisionKey own = decisions[0].key;
+  own.gpus_shared = false;
+  EXPECT_FALSE(store_->active_decision(own, /*any_precision=*/true));  // never for ranks with a GPU each
 }
 
 TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAndKeepsFp16) {
@@ -361,6 +382,15 @@ TEST(SessionPlan, NamesTheStrategyTheTrialsAndTheWorkersArgv) {
     workers = workers || line.find("--master_port=<a free port>") != std::string::npos;
   }
   EXPECT_TRUE(strategy && workers);
+  for (const auto& line : lines) EXPECT_EQ(line.find("share"), std::string::npos) << line;
+  o.share_gpus = o.gpus_shared = true;
+  o.nproc_per_node = 2;
+  o.gpus = 1;
+  const auto shared = plan_lines(o, "1xNVIDIA-H200-pcie");
+  EXPECT_NE(std::find(shared.begin(), shared.end(),
+                      "  GPUs: 2 ranks per node share 1 GPU (--share-gpus): device = local rank mod 1, an NCCL host "
+                      "identity per rank; the decision applies only to jobs that share GPUs"),
+            shared.end());
 }
 
 TEST_F(SessionTest, TwoNodesCalibrateTheStepModelAndEveryTrialCarriesItsBound) {

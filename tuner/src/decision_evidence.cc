@@ -19,6 +19,10 @@ nlohmann::json decision_evidence(const TuneOptions& o, const Measured& best, con
       {"search",
        {{"strategy", strategy}, {"measured", measured}, {"best_p50_s", best.metrics.p50_s}, {"best_cost_s", best.cost}}}};
   if (o.compression_searched) j["data"] = guard_data(o);
+  if (o.gpus_shared) {  // time-sliced GPUs: the measurements are not those of a GPU per rank
+    j["gpus_shared"] = {{"gpus", o.gpus}, {"ranks_per_node", o.nproc_per_node},
+                        {"device", fmt::format("local rank mod {}", o.gpus)}};
+  }
   return j;
 }
 

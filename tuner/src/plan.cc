@@ -41,6 +41,11 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
                                  o.model, to_string(o.precision), instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
   if (o.model.find(':') == std::string::npos) head += fmt::format(", {}x{} images", o.image_size, o.image_size);
   lines.push_back(head);
+  if (o.gpus_shared) {
+    lines.push_back(fmt::format("  GPUs: {} ranks per node share {} GPU{} (--share-gpus): device = local rank mod {}, "
+                                "an NCCL host identity per rank; the decision applies only to jobs that share GPUs",
+                                o.nproc_per_node, o.gpus, o.gpus == 1 ? "" : "s", o.gpus));
+  }
   lines.push_back(fmt::format("  search space: {}", o.space.describe()));
   for (const auto& pinned : o.space.pinned) lines.push_back(fmt::format("  pinned (not searched): {}", pinned));
   const std::string strategy_name = resolve_strategy_name(o.strategy, o.space);

@@ -458,7 +458,7 @@ void Session::decide() {
   Decision decision;
   // The workers count the nodes by the rule `import acspeed` looks up with (node_count.h).
   decision.key = {fp_.instance_type, hello_.model_signature, std::string(to_string(o_.precision)), hello_.world_size,
-                  hello_.nnodes};
+                  hello_.nnodes, o_.gpus_shared};
   decision.model_name = o_.model;
   decision.session_id = session_id_;
   decision.torch_version = hello_.torch_version;

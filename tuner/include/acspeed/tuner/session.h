@@ -26,6 +26,12 @@ struct TuneOptions {
   std::string model;                 // torchvision name or pkg.module:function
   Precision precision = Precision::kFp32;
   int nproc_per_node = 2;            // ranks on this node
+  // --share-gpus / ACSPEED_SHARE_GPUS=1: more ranks than GPUs may share them (device = local rank mod
+  // GPUs, each rank its own NCCL host identity: python/acspeed/share_gpus.py). gpus_shared: they do
+  // here (acspeed/gpu_sharing.h); the decision is then keyed and labelled so.
+  bool share_gpus = false;
+  int gpus = 0;                      // GPUs on this node (0: none found)
+  bool gpus_shared = false;
   int nnodes = 1;                    // launch this many nodes (the key takes the workers' node count)
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
