@@ -24,13 +24,18 @@ std::string config_text(const Decision& d) {
   return d.config_error.empty() ? d.config.describe() : "INVALID (see `configs show`)";
 }
 
+// The world size; a decision tuned with ranks sharing GPUs says so (it serves only such jobs).
+std::string world_text(const DecisionKey& key) {
+  return key.gpus_shared ? fmt::format("{} (GPUs shared)", key.world_size) : std::to_string(key.world_size);
+}
+
 void print_decisions(const std::vector<Decision>& decisions) {
   Table table({"ID", "ACTIVE", "INSTANCE TYPE", "MODEL", "PRECISION", "WORLD", "NODES", "CONFIG",
                "SPEEDUP [95% CI]", "CREATED (UTC)"});
   for (const auto& d : decisions) {
     table.add({std::to_string(d.id), d.active ? "*" : "", d.key.instance_type,
                d.model_name.empty() ? d.key.model_signature : d.model_name, d.key.precision,
-               std::to_string(d.key.world_size), std::to_string(d.key.nnodes), config_text(d),
+               world_text(d.key), std::to_string(d.key.nnodes), config_text(d),
                speedup_text(d), d.created_at});
   }
   table.print();
@@ -134,7 +139,7 @@ int cmd_configs(const GlobalOptions& global, const std::vector<std::string>& arg
     } else {
       store->activate(id);
       fmt::print("decision {} is now active for {} / {} / {} / world {} / {} node(s)\n", id, d.key.instance_type,
-                 d.model_name.empty() ? d.key.model_signature : d.model_name, d.key.precision, d.key.world_size,
+                 d.model_name.empty() ? d.key.model_signature : d.model_name, d.key.precision, world_text(d.key),
                  d.key.nnodes);
     }
     return kExitOk;

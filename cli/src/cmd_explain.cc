@@ -4,11 +4,13 @@
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/gpu_sharing.h"
 #include "acspeed/node_count.h"
 #include "acspeed/precision.h"
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
+#include "acspeed/tuner/effective_speedup.h"
 #include "acspeed/tuner/step_model.h"
 #include "cli.h"
 
@@ -55,10 +57,12 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
       "nnodes", po::value<int64_t>()->default_value(1), "number of nodes")(
       "precision", po::value<std::string>(),
       fmt::format("{} (default: ACSPEED_PRECISION, else any)", join(precision_names(), "|")).c_str())(
-      "instance-type", po::value<std::string>(), "instance type (default: this machine's fingerprint)");
+      "instance-type", po::value<std::string>(), "instance type (default: this machine's fingerprint)")(
+      "share-gpus", "the job's ranks may share GPUs (default: ACSPEED_SHARE_GPUS); they do when a node runs more "
+      "ranks than this machine's GPUs");
   po::variables_map vm;
   if (!parse_args("acspeed-tune explain (--model NAME | --model-signature SIG) --world-size N [--nnodes N] "
-                  "[--precision P] [--instance-type KEY]",
+                  "[--precision P] [--instance-type KEY] [--share-gpus]",
                   options, {}, args, vm)) {
     return kExitOk;
   }
@@ -79,6 +83,9 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   request.nccl_version = versions.nccl;
   const auto fp = fingerprint({request.torch_version});
   request.key.instance_type = vm.count("instance-type") ? vm["instance-type"].as<std::string>() : fp.instance_type;
+  request.key.gpus_shared = gpus_shared(vm.count("share-gpus") > 0 || setting_bool("ACSPEED_SHARE_GPUS"),
+                                        request.key.world_size / request.key.nnodes,
+                                        std::stoll(fp.details.at("gpu_count")));
 
   if (vm.count("model-signature")) {
     request.key.model_signature = vm["model-signature"].as<std::string>();
@@ -101,14 +108,21 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   }
   const Resolution r = resolve_config(request);
   fmt::print("instance type: {}{}\n", request.key.instance_type, fp.explicit_name ? " (ACSPEED_INSTANCE_TYPE)" : "");
-  fmt::print("model signature: {}\nworld size {}, {} node(s), precision {}\n", request.key.model_signature,
-             request.key.world_size, request.key.nnodes, request.key.precision.empty() ? "any" : request.key.precision);
+  fmt::print("model signature: {}\nworld size {}, {} node(s), precision {}{}\n", request.key.model_signature,
+             request.key.world_size, request.key.nnodes, request.key.precision.empty() ? "any" : request.key.precision,
+             request.key.gpus_shared ? ", ranks sharing GPUs" : "");
   fmt::print("this job's versions (torch's own NCCL and CUDA): torch {}, NCCL {}, CUDA {}\n", versions.torch,
              or_none(versions.nccl), or_none(versions.cuda));
   fmt::print("source: {}\n{}\n", to_string(r.source), r.message);
   for (const auto& warning : r.warnings) fmt::print("warning: {}\n", warning);
   fmt::print("DDP knobs and hook: {}\nconfig: {}\n", r.config.describe(), config_to_json(r.config, 2));
   fmt::print("comm hook: {}\n", r.config.needs_comm_hook() ? "acspeed hook registered" : "none (DDP's built-in allreduce)");
+  if (r.decision) {
+    if (const auto speedups = tuner::speedups_of_evidence(r.decision->evidence_json)) {
+      fmt::print("decision #{} speedups (effective = step speedup / step inflation): {}\n", r.decision->id,
+                 speedups->describe());
+    }
+  }
   explain_prediction(global, r);
   return r.source == ResolveSource::kError ? kExitFailure : kExitOk;
 }

@@ -14,6 +14,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/gpu_sharing.h"
 #include "acspeed/precision.h"
 #include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
@@ -37,7 +38,8 @@ std::string usage() {
       "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
       "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] {}"
-      "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--dry-run]\n"
+      "[--data pkg.module:function] [--trajectory-steps T] "
+      "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--share-gpus] [--dry-run]\n"
       "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
       join(precision_names(), "|"), knob_options);
 }
@@ -70,11 +72,20 @@ po::options_description tune_options() {
       ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str());
   for (const auto& knob : tuner::knobs()) o.add_options()(knob.option.c_str(), po::value<std::string>(), knob.help().c_str());
   o.add_options()
+      ("data", po::value<std::string>(), "pkg.module:function, called on every rank as function(rank, world_size, "
+       "batch_size) and returning an iterable of (inputs, targets) torch tensors (batch_size rows; targets: integer "
+       "class indices, or floats of the model output's shape): the batches of the trials, the gradient-fidelity "
+       "window and, with --compression, the convergence guard's trajectories (its first T items). Default: the "
+       "model's make_batch, and a synthetic stream with labels from a fixed random teacher for the trajectories")
+      ("trajectory-steps", po::value<std::string>(), "compression: steps T of the convergence guard's loss "
+       "trajectories, one compressed per numerics and one uncompressed, apart from the timed steps (default 60)")
       ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")
       ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
       ("loss-tolerance", po::value<std::string>(), "compression: allowed loss difference, relative to the larger of the final loss and the trial's progress from its first loss (default 0.05)")
       ("resume", po::value<std::string>(), "continue session SESSION with its stored options")
+      ("share-gpus", "let more ranks than this node's GPUs share them (device = local rank mod GPUs, each rank its "
+       "own NCCL host identity; also ACSPEED_SHARE_GPUS=1); the decision then applies only to jobs that share GPUs")
       ("dry-run", "print the plan and exit");
   return o;
 }
@@ -147,6 +158,14 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.nnodes = int_option(vm, "nnodes", 1, 1, 4096);
   o.node_rank = int_option(vm, "node-rank", 0, 0, o.nnodes - 1);
   o.nproc_per_node = int_option(vm, "nproc-per-node", o.nproc_per_node > 0 ? o.nproc_per_node : gpus->count, 1, 1024);
+  o.share_gpus = vm.count("share-gpus") > 0 || setting_bool("ACSPEED_SHARE_GPUS");
+  o.gpus = gpu ? gpus->count : 0;
+  o.gpus_shared = gpus_shared(o.share_gpus, o.nproc_per_node, o.gpus);
+  if (gpu && o.nproc_per_node > o.gpus && !o.share_gpus) {
+    ACS_THROW(InvalidArgument, "--nproc-per-node {} is more than the {} GPU(s) of this node (accepted: at most {}, "
+              "or --share-gpus to let ranks share GPUs; such a decision applies only to jobs that share GPUs)",
+              o.nproc_per_node, o.gpus, o.gpus);
+  }
   if (vm.count("master-addr")) o.master_addr = text_of(vm, "master-addr");
   // Several nodes: node 0 also listens on the next port, for the other nodes' acspeed-tune (the node link).
   o.master_port = int_option(vm, "master-port", o.nnodes > 1 ? 29500 : 0, 1, o.nnodes > 1 ? 65534 : 65535);
@@ -161,6 +180,15 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.budget_minutes = float_option(vm, "budget-minutes", o.budget_minutes, 0, 1e6);
   o.trial_timeout_s = int_option(vm, "trial-timeout", o.trial_timeout_s, 5, 86400);
   o.loss_tolerance = float_option(vm, "loss-tolerance", o.loss_tolerance, 0, 10);
+  o.trajectory_steps = int_option(vm, "trajectory-steps", o.trajectory_steps, 12, 100000);
+  if (vm.count("data")) {
+    o.data = text_of(vm, "data");
+    const auto colon = o.data.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == o.data.size() || o.data.front() == '-') {
+      ACS_THROW(InvalidArgument, "--data '{}' is not accepted (accepted: pkg.module:function returning an iterable of "
+                "(inputs, targets) for (rank, world_size, batch_size))", o.data);
+    }
+  }
   if (vm.count("seed")) {
     o.seed = static_cast<uint64_t>(int_option(vm, "seed", 0, 0, std::numeric_limits<int>::max()));
   } else {

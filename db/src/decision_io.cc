@@ -43,6 +43,7 @@ void to_json(json& j, const Decision& d) {
        {"precision", d.key.precision},
        {"world_size", d.key.world_size},
        {"nnodes", d.key.nnodes},
+       {"gpus_shared", d.key.gpus_shared},
        {"active", d.active},
        {"config", d.config},
        {"session_id", d.session_id ? json(*d.session_id) : json(nullptr)},
@@ -69,6 +70,7 @@ void from_json(const json& j, Decision& d) {
   d.key.world_size = required<int64_t>(j, "world_size");
   d.key.nnodes = required<int64_t>(j, "nnodes");
   validate_node_count(d.key.nnodes, d.key.world_size, "'nnodes'");
+  read(j, "gpus_shared", d.key.gpus_shared);  // absent in documents from before it existed: not shared
   d.config = required<CommConfig>(j, "config");
   // A decision is applied only under the torch it was tuned with: without one it could not be checked.
   d.torch_version = required<std::string>(j, "torch_version");

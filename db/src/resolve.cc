@@ -16,9 +16,9 @@ namespace acspeed {
 namespace {
 
 std::string describe_key(const DecisionKey& key) {
-  return fmt::format("{}, model {}, {}, world size {}, {} node{}", key.instance_type, key.model_signature,
+  return fmt::format("{}, model {}, {}, world size {}, {} node{}{}", key.instance_type, key.model_signature,
                      key.precision.empty() ? "any precision" : key.precision, key.world_size, key.nnodes,
-                     key.nnodes == 1 ? "" : "s");
+                     key.nnodes == 1 ? "" : "s", key.gpus_shared ? ", ranks sharing GPUs" : "");
 }
 
 bool known(const std::string& version) { return !version.empty() && version != "unknown"; }
@@ -57,7 +57,7 @@ Resolution from_file(const std::string& file, const ResolveRequest& request) {
       chosen = nullptr;
       for (const auto& d : decisions) {
         if (d.key.model_signature == request.key.model_signature && d.key.world_size == request.key.world_size &&
-            d.key.nnodes == request.key.nnodes) {
+            d.key.nnodes == request.key.nnodes && d.key.gpus_shared == request.key.gpus_shared) {
           chosen = &d;
           break;
         }
@@ -75,6 +75,11 @@ Resolution from_file(const std::string& file, const ResolveRequest& request) {
       r.warnings.push_back(fmt::format(
           "ACSPEED_CONFIG={} was tuned on instance type '{}', this is '{}': forced as asked", file,
           chosen->key.instance_type, request.key.instance_type));
+    }
+    if (chosen->key.gpus_shared != request.key.gpus_shared) {
+      r.warnings.push_back(fmt::format("ACSPEED_CONFIG={} was tuned with ranks {}, this job's ranks {}: forced "
+                                       "as asked", file, chosen->key.gpus_shared ? "sharing GPUs" : "on their own GPUs",
+                                       request.key.gpus_shared ? "share GPUs" : "each have their own GPU"));
     }
   } catch (const InvalidArgument& e) {
     ACS_THROW(InvalidArgument, "ACSPEED_CONFIG={}: {}", file, e.what());
@@ -109,6 +114,15 @@ Resolution from_store(const ResolveRequest& request) {
       if (d.key.instance_type != key.instance_type) elsewhere.insert(d.key.instance_type);
     }
     r.message = fmt::format("no stored decision for {}: DDP defaults", describe_key(key));
+    DecisionKey other_sharing = key;
+    other_sharing.gpus_shared = !key.gpus_shared;
+    if (const auto other = store->active_decision(other_sharing, /*any_precision=*/true)) {
+      r.message += key.gpus_shared
+                       ? fmt::format(" (decision #{} was tuned with a GPU per rank: it does not apply to ranks sharing "
+                                     "GPUs)", other->id)
+                       : fmt::format(" (decision #{} was tuned with ranks sharing GPUs: it applies only to jobs that "
+                                     "share GPUs, ACSPEED_SHARE_GPUS=1 with more ranks per node than GPUs)", other->id);
+    }
     if (!elsewhere.empty()) {
       r.message += fmt::format(" (this model has decisions for other instance types: {})",
                                join({elsewhere.begin(), elsewhere.end()}));

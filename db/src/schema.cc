@@ -101,6 +101,15 @@ UPDATE trials SET config_json = json_set(config_json, '$.version', 2, '$.powersg
   WHERE CASE WHEN json_valid(config_json) AND json_type(config_json) = 'object'
              THEN json_extract(config_json, '$.version') = 1 ELSE 0 END;
 )sql"},
+      // A decision tuned with ranks sharing GPUs (ACSPEED_SHARE_GPUS) is keyed apart: every decision
+      // stored before was tuned with a GPU per rank (or on CPUs).
+      {4, "decisions keyed by whether the ranks shared GPUs",
+       R"sql(
+ALTER TABLE decisions ADD COLUMN gpus_shared INTEGER NOT NULL DEFAULT 0;
+DROP INDEX decisions_one_active;
+CREATE UNIQUE INDEX decisions_one_active
+  ON decisions(instance_type, model_signature, precision, world_size, nnodes, gpus_shared) WHERE active = 1;
+)sql"},
   };
   return list;
 }

@@ -152,13 +152,20 @@ struct Store::Impl {
 
   Decision read_decision(const sqlite::Statement& s) const;
 
+  // The decisions' gpus_shared column (schema 4). A store of an older schema read without migrating
+  // (a training job's lookup never migrates) has none: all its decisions were tuned with a GPU per rank.
+  const char* gpus_shared_column() const { return version >= 4 ? "gpus_shared" : "0"; }
+  // What read_decision() reads, in its order.
+  std::string decision_columns() const;
+
   // Clears the active flag of the key's active decision (inside the caller's transaction).
   void deactivate(const DecisionKey& key) const {
     sqlite::Statement clear(*db,
                             "UPDATE decisions SET active = 0 WHERE instance_type = ?1 AND model_signature = ?2 "
-                            "AND precision = ?3 AND world_size = ?4 AND nnodes = ?5 AND active = 1");
+                            "AND precision = ?3 AND world_size = ?4 AND nnodes = ?5 AND gpus_shared = ?6 "
+                            "AND active = 1");
     clear.bind(1, key.instance_type).bind(2, key.model_signature).bind(3, key.precision)
-        .bind(4, key.world_size).bind(5, key.nnodes).run();
+        .bind(4, key.world_size).bind(5, key.nnodes).bind(6, int64_t{key.gpus_shared}).run();
   }
 };
 
@@ -167,6 +174,10 @@ constexpr const char* kDecisionColumns =
     "id, instance_type, model_signature, model_name, precision, world_size, nnodes, config_json, "
     "active, session_id, torch_version, nccl_version, cuda_version, batch_size, speedup, ci_low, "
     "ci_high, evidence_json, note, created_at";
+}
+
+std::string Store::Impl::decision_columns() const {
+  return fmt::format("{}, {}", kDecisionColumns, gpus_shared_column());
 }
 
 Decision Store::Impl::read_decision(const sqlite::Statement& s) const {
@@ -195,6 +206,7 @@ Decision Store::Impl::read_decision(const sqlite::Statement& s) const {
   d.evidence_json = s.text(17);
   d.note = s.text(18);
   d.created_at = s.text(19);
+  d.key.gpus_shared = s.int64(20) != 0;
   return d;
 }
 
@@ -430,14 +442,14 @@ int64_t Store::add_decision(const Decision& d, bool activate) {
   sqlite::Statement stmt(impl_->conn(), fmt::format(
       "INSERT INTO decisions(instance_type, model_signature, model_name, precision, world_size, nnodes, "
       "config_json, active, session_id, torch_version, nccl_version, cuda_version, batch_size, speedup, "
-      "ci_low, ci_high, evidence_json, note, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-      "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, {})", kNow).c_str());
+      "ci_low, ci_high, evidence_json, note, gpus_shared, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+      "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, {})", kNow).c_str());
   stmt.bind(1, d.key.instance_type).bind(2, d.key.model_signature).bind(3, d.model_name)
       .bind(4, d.key.precision).bind(5, d.key.world_size).bind(6, d.key.nnodes)
       .bind(7, config_to_json(d.config)).bind(8, int64_t{activate}).bind(9, d.session_id)
       .bind(10, d.torch_version).bind(11, d.nccl_version).bind(12, d.cuda_version).bind(13, d.batch_size)
       .bind(14, d.speedup).bind(15, d.ci_low).bind(16, d.ci_high).bind(17, d.evidence_json).bind(18, d.note)
-      .run();
+      .bind(19, int64_t{d.key.gpus_shared}).run();
   const int64_t id = impl_->conn().last_insert_id();
   tx.commit();
   return id;
@@ -445,7 +457,8 @@ int64_t Store::add_decision(const Decision& d, bool activate) {
 
 std::optional<Decision> Store::decision(int64_t id) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM decisions WHERE id = ?1", kDecisionColumns).c_str());
+  sqlite::Statement stmt(impl_->conn(),
+                         fmt::format("SELECT {} FROM decisions WHERE id = ?1", impl_->decision_columns()).c_str());
   stmt.bind(1, id);
   if (!stmt.step()) return std::nullopt;
   return impl_->read_decision(stmt);
@@ -457,7 +470,7 @@ std::vector<Decision> Store::decisions(const DecisionFilter& filter) const {
   sqlite::Statement stmt(impl_->conn(), fmt::format(
       "SELECT {} FROM decisions WHERE (?1 = '' OR instance_type = ?1) "
       "AND (?2 = '' OR model_name = ?2 OR model_signature = ?2) AND (?3 = 0 OR active = 1) "
-      "ORDER BY instance_type, model_name, world_size, nnodes, precision, id", kDecisionColumns).c_str());
+      "ORDER BY instance_type, model_name, world_size, nnodes, precision, id", impl_->decision_columns()).c_str());
   stmt.bind(1, filter.instance_type.value_or(""))
       .bind(2, filter.model.value_or(""))
       .bind(3, int64_t{filter.active_only});
@@ -469,10 +482,10 @@ std::optional<Decision> Store::active_decision(const DecisionKey& key, bool any_
   if (!exists()) return std::nullopt;
   sqlite::Statement stmt(impl_->conn(), fmt::format(
       "SELECT {} FROM decisions WHERE active = 1 AND instance_type = ?1 AND model_signature = ?2 "
-      "AND (?3 = 1 OR precision = ?4) AND world_size = ?5 AND nnodes = ?6 ORDER BY id DESC LIMIT 1",
-      kDecisionColumns).c_str());
+      "AND (?3 = 1 OR precision = ?4) AND world_size = ?5 AND nnodes = ?6 AND {} = ?7 ORDER BY id DESC LIMIT 1",
+      impl_->decision_columns(), impl_->gpus_shared_column()).c_str());
   stmt.bind(1, key.instance_type).bind(2, key.model_signature).bind(3, int64_t{any_precision})
-      .bind(4, key.precision).bind(5, key.world_size).bind(6, key.nnodes);
+      .bind(4, key.precision).bind(5, key.world_size).bind(6, key.nnodes).bind(7, int64_t{key.gpus_shared});
   if (!stmt.step()) return std::nullopt;
   return impl_->read_decision(stmt);
 }
@@ -480,7 +493,8 @@ std::optional<Decision> Store::active_decision(const DecisionKey& key, bool any_
 void Store::activate(int64_t id) {
   impl_->require_writable("activate a decision");
   sqlite::WriteTransaction tx(impl_->conn());
-  sqlite::Statement find(impl_->conn(), fmt::format("SELECT {} FROM decisions WHERE id = ?1", kDecisionColumns).c_str());
+  sqlite::Statement find(impl_->conn(),
+                         fmt::format("SELECT {} FROM decisions WHERE id = ?1", impl_->decision_columns()).c_str());
   find.bind(1, id);
   if (!find.step()) ACS_THROW(StoreError, "no decision {} in store {}", id, impl_->path);
   const Decision d = impl_->read_decision(find);

@@ -6,9 +6,9 @@ this instance type and model to every DistributedDataParallel model the script b
     acspeed.configure(grad_scaler=True)  # optional: AMP's GradScaler is in use (else detected)
 
 ACSPEED_DISABLE=1 turns it off; ACSPEED_CONFIG=file.json forces a config; ACSPEED_STRICT=1 turns its
-warnings into errors. Importing is cheap: the C++ runtime and the hook machinery load at the first DDP
-construction."""
-from . import _exit, _patch, nccl
+warnings into errors; ACSPEED_SHARE_GPUS=1 lets a node's ranks share fewer GPUs (acspeed.share_gpus).
+Importing is cheap: the C++ runtime and the hook machinery load at the first DDP construction."""
+from . import _exit, _patch, nccl, share_gpus
 
 __all__ = ["configure", "state_dict", "load_state_dict"]
 
@@ -63,6 +63,7 @@ def _start() -> None:
     unsupported = _supported.problems()
     if not unsupported:
         nccl.export_plugin()
+        share_gpus.prepare_process()  # before any NCCL communicator; nothing unless ACSPEED_SHARE_GPUS=1
         _patch.install()
         return
     from . import _runtime  # noqa: PLC0415

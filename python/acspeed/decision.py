@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, List, Optional
 import torch
 import torch.distributed as dist
 
-from . import _runtime
+from . import _runtime, share_gpus
 from .versions import job_versions
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def precision() -> str:
 
 @dataclasses.dataclass
 class Decision:
-    """Pickled for the broadcast: the config travels as its schema-v1 JSON (CommConfig's pickle)."""
+    """Pickled for the broadcast: the config travels as its JSON (CommConfig's pickle)."""
     source: str                      # resolve()'s sources, plus "error" for a problem on the Python side
     config: Optional["CommConfig"]   # the validated config to apply; None leaves DDP untouched
     message: str                     # the one line rank 0 logs
@@ -66,13 +66,15 @@ def disabled_locally() -> Optional[Decision]:
 
 
 def lookup(module: torch.nn.Module, world_size: int) -> Decision:
-    """Rank 0's lookup. Never raises: a problem (a bad NNODES included: the runtime counts the
-    nodes by the rule the tuner keys with) is an "error" decision with DDP defaults."""
+    """Rank 0's lookup. Never raises: a problem (a bad NNODES or ACSPEED_SHARE_GPUS included: the
+    runtime counts the nodes and tells shared GPUs by the rules the tuner keys with) is an "error"
+    decision with DDP defaults."""
     try:
         core = _runtime.core()
         versions = job_versions()
+        shared = share_gpus.job_shares_gpus(world_size, core.node_count(world_size))
         result = core.resolve(_fingerprint()["instance_type"], model_signature(module), precision(),
-                              world_size, None, versions["torch"], versions["nccl"])
+                              world_size, None, versions["torch"], versions["nccl"], gpus_shared=shared)
     except (RuntimeError, ValueError) as error:
         return Decision(source="error", config=None, message=f"{error}; using DDP defaults")
     config = result["comm_config"] if result["source"] not in ("disabled", "error") else None

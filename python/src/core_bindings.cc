@@ -5,9 +5,11 @@
 
 #include <tuple>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/config.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/gpu_sharing.h"
 #include "acspeed/model_signature.h"
 #include "acspeed/node_count.h"
 #include "acspeed/precision.h"
@@ -29,9 +31,9 @@ std::tuple<CommConfig, std::vector<std::string>> typed_config(const std::string&
 // nnodes None: counted from this job's environment by the rule the tuner keys with (node_count.h).
 py::dict resolve(const std::string& instance_type, const std::string& signature, const std::string& precision,
                  int64_t world_size, std::optional<int64_t> nnodes, const std::string& torch_version,
-                 const std::string& nccl_version) {
+                 const std::string& nccl_version, bool gpus_shared) {
   ResolveRequest request;
-  request.key = {instance_type, signature, precision, world_size, nnodes.value_or(0)};
+  request.key = {instance_type, signature, precision, world_size, nnodes.value_or(0), gpus_shared};
   request.torch_version = torch_version;
   request.nccl_version = nccl_version;
   Resolution r;
@@ -77,6 +79,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.attr("__version__") = ACSPEED_VERSION;
   m.attr("CONFIG_SCHEMA_VERSION") = kConfigSchemaVersion;
+  m.attr("DDP_DEFAULT_BUCKET_MB") = kDdpDefaultBucketMb;
   py::class_<NcclRule>(m, "NcclRule", "One NCCL tuning rule of a CommConfig (read-only).")
       .def_readonly("collective", &NcclRule::collective)
       .def_readonly("min_bytes", &NcclRule::min_bytes)
@@ -84,12 +87,41 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("algorithm", &NcclRule::algorithm)
       .def_readonly("protocol", &NcclRule::protocol)
       .def_readonly("channels", &NcclRule::channels);
+  py::class_<AlgorithmInfo>(m, "AlgorithmInfo",
+                            "An algorithm's row of runtime/include/acspeed/comm_methods.h (read-only).")
+      .def_property_readonly("name", [](const AlgorithmInfo& a) { return std::string(a.name); })
+      .def_readonly("by_node", &AlgorithmInfo::by_node);
+  py::class_<CompressionInfo>(m, "CompressionInfo",
+                              "A compression's row of runtime/include/acspeed/comm_methods.h (read-only); form is "
+                              "as_is, cast or low_rank.")
+      .def_property_readonly("name", [](const CompressionInfo& c) { return std::string(c.name); })
+      .def_property_readonly("display_name", [](const CompressionInfo& c) { return std::string(c.display_name); })
+      .def_property_readonly("form", [](const CompressionInfo& c) {
+        switch (c.form) {
+          case WireForm::kAsIs: return "as_is";
+          case WireForm::kCast: return "cast";
+          case WireForm::kLowRank: return "low_rank";
+        }
+        return "as_is";
+      })
+      .def_property_readonly("cast_dtype", [](const CompressionInfo& c) { return std::string(c.cast_dtype); })
+      .def_readonly("cast_bytes", &CompressionInfo::cast_bytes)
+      .def_readonly("changes_numerics", &CompressionInfo::changes_numerics)
+      .def_readonly("own_compute", &CompressionInfo::own_compute)
+      .def_readonly("collectives_per_bucket", &CompressionInfo::collectives_per_bucket)
+      .def_readonly("ranked", &CompressionInfo::ranked);
+  py::dict algorithm_table, compression_table;
+  for (const auto& a : algorithms()) algorithm_table[py::str(std::string(a.name))] = py::cast(a, py::return_value_policy::reference);
+  for (const auto& c : compressions()) compression_table[py::str(std::string(c.name))] = py::cast(c, py::return_value_policy::reference);
+  m.attr("ALGORITHMS") = algorithm_table;
+  m.attr("COMPRESSIONS") = compression_table;
   py::class_<CommConfig>(m, "CommConfig",
                          "The C++ communication config (runtime/include/acspeed/config.h), validated; read-only. "
                          "CommConfig() is DDP's defaults; CommConfig.from_json(text) -> (config, warnings).")
       .def(py::init<>())
       .def_static("from_json", &typed_config, py::arg("text"),
-                  "Parses and validates schema-v1 JSON; returns (config, warnings). ValueError names a bad value.")
+                  "Parses and validates config JSON (schema 1 or 2, runtime/CONFIG.md); returns (config, warnings). "
+                  "ValueError names a bad value.")
       .def("to_json", [](const CommConfig& c, int indent) { return config_to_json(c, indent); },
            py::arg("indent") = -1)
       .def_property_readonly("bucket_cap_mb", [](const CommConfig& c) { return c.bucket_cap_mb; })
@@ -100,6 +132,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("powersgd_rank", &CommConfig::powersgd_rank)
       .def_readonly("powersgd_start_step", &CommConfig::powersgd_start_step)
       .def_property_readonly("compression", [](const CommConfig& c) { return std::string(to_string(c.compression)); })
+      .def_property_readonly("algorithm_info", [](const CommConfig& c) { return &info(c.algorithm); },
+                             py::return_value_policy::reference)
+      .def_property_readonly("compression_info", [](const CommConfig& c) { return &info(c.compression); },
+                             py::return_value_policy::reference)
       .def_readonly("nccl_rules", &CommConfig::nccl_rules)
       .def("describe", &CommConfig::describe)
       .def("needs_comm_hook", &CommConfig::needs_comm_hook)
@@ -126,5 +162,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("default_store_path", &default_store_path);
   m.def("resolve", &resolve, py::arg("instance_type"), py::arg("model_signature"), py::arg("precision"),
         py::arg("world_size"), py::arg("nnodes") = py::none(), py::arg("torch_version") = "",
-        py::arg("nccl_version") = "");
+        py::arg("nccl_version") = "", py::arg("gpus_shared") = false);
+  m.def("gpus_shared", &gpus_shared, py::arg("asked"), py::arg("ranks_per_node"), py::arg("gpus"),
+        "Whether a node's ranks share its GPUs: asked for (ACSPEED_SHARE_GPUS) and more ranks than GPUs.");
 }

@@ -30,6 +30,10 @@ std::vector<SettingSpec> make_registry() {
       {"ACSPEED_CONFIG", T::kPath, "",
        "A config JSON file to apply whatever instance type it was tuned on (still validated)"},
       {"ACSPEED_DISABLE", T::kBool, "0", "1 turns `import acspeed` off: DDP runs untouched"},
+      {"ACSPEED_SHARE_GPUS", T::kBool, "0",
+       "1 lets a node run more ranks than it has GPUs (acspeed-tune --share-gpus; a training job under "
+       "`import acspeed`): device = local rank mod GPUs, each rank its own NCCL host identity; decisions "
+       "tuned so apply only to jobs that share GPUs"},
       {"ACSPEED_STRICT", T::kBool, "0",
        "1 turns acspeed's warnings in a training job (bad config, unreadable store) into errors"},
       {"ACSPEED_PRECISION", T::kChoice, "",
@@ -51,7 +55,7 @@ std::vector<SettingSpec> make_registry() {
       {"ACSPEED_STREAMS", T::kInt, "",
        "Pins the number of communication streams (process groups): applied over the stored config "
        "and not searched",
-       {}, 1, 64},
+       {}, 1, kMaxStreams},
       {"ACSPEED_COMPRESSION", T::kChoice, "",
        "Pins gradient compression: applied over the stored config and not searched",
        compression_names()},

@@ -116,6 +116,50 @@ TEST_F(Resolve, ForcedDecisionFromAnotherInstanceTypeWarns) {
   EXPECT_NE(r.warnings[0].find("ecs.gn7"), std::string::npos);
 }
 
+TEST_F(Resolve, ADecisionTunedWithSharedGpusIsNeverAppliedToRanksWithAGpuEach) {
+  auto shared = sample_decision("amp", 4);
+  shared.key.gpus_shared = true;
+  store(shared);
+  auto own = resolve_config(request);  // this job's ranks each have their own GPU
+  EXPECT_EQ(own.source, ResolveSource::kNoEntry);
+  EXPECT_FALSE(own.applied);
+  EXPECT_NE(own.message.find("decision #1 was tuned with ranks sharing GPUs: it applies only to jobs that share "
+                             "GPUs"), std::string::npos) << own.message;
+  request.key.gpus_shared = true;
+  auto sharing = resolve_config(request);
+  EXPECT_EQ(sharing.source, ResolveSource::kStored);
+  EXPECT_EQ(sharing.config.streams, 4);
+  EXPECT_NE(sharing.message.find("world size 2, 1 node, ranks sharing GPUs"), std::string::npos) << sharing.message;
+}
+
+TEST_F(Resolve, RanksSharingGpusGetNoDecisionTunedWithAGpuPerRank) {
+  store(sample_decision("amp", 2));
+  request.key.gpus_shared = true;
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kNoEntry);
+  EXPECT_NE(r.message.find("decision #1 was tuned with a GPU per rank: it does not apply to ranks sharing GPUs"),
+            std::string::npos) << r.message;
+}
+
+TEST_F(Resolve, ForcedDecisionsDocumentPicksTheOneThatMatchesTheSharing) {
+  auto own = sample_decision("amp", 2);
+  auto shared = sample_decision("amp", 4);
+  shared.key.gpus_shared = true;
+  setenv("ACSPEED_CONFIG", write("d.json", decisions_to_json({own, shared})).c_str(), 1);
+  EXPECT_EQ(resolve_config(request).config.streams, 2);
+  request.key.gpus_shared = true;
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.config.streams, 4);
+  EXPECT_TRUE(r.warnings.empty());
+  // One decision is forced whatever its sharing, with a warning.
+  setenv("ACSPEED_CONFIG", write("one.json", decisions_to_json({own})).c_str(), 1);
+  auto forced = resolve_config(request);
+  EXPECT_EQ(forced.config.streams, 2);
+  ASSERT_EQ(forced.warnings.size(), 1u);
+  EXPECT_NE(forced.warnings[0].find("tuned with ranks on their own GPUs, this job's ranks share GPUs"),
+            std::string::npos) << forced.warnings[0];
+}
+
 TEST_F(Resolve, BadForcedFileIsAnErrorWithDefaults) {
   setenv("ACSPEED_CONFIG", write("bad.json", R"({"version":1,"algorithm":"magic"})").c_str(), 1);
   auto r = resolve_config(request);

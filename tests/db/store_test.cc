@@ -97,6 +97,74 @@ PRAGMA user_version = 1;)sql";
   EXPECT_EQ(column_text(path, "SELECT config_json FROM decisions WHERE model_signature='p2'"), "garbage");
 }
 
+TEST(ConfigStore, SchemaThreeStoreKeepsItsDecisionsAsTunedWithAGpuPerRank) {
+  TempDir dir;
+  const auto path = dir.file("v3.db");
+  {  // A store as acspeed wrote it before the shared-GPU key: schema 3, one active decision.
+    StoreOptions options{path, false};
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    for (const auto& m : migrations()) {
+      if (m.to_version > 3) break;
+      ASSERT_EQ(sqlite3_exec(db, m.sql, nullptr, nullptr, nullptr), SQLITE_OK) << m.description;
+    }
+    const char* rows = R"sql(
+INSERT INTO decisions(instance_type, model_signature, model_name, precision, world_size, nnodes, config_json, active,
+  torch_version, nccl_version, cuda_version, batch_size, evidence_json, note, created_at)
+VALUES ('1xNVIDIA-H200-pcie', 'p1', 'm', 'amp', 2, 1, '{"version":2,"streams":2}', 1, '2.11.0', '2.28.9', '13.0', 8,
+        '{}', '', 't');
+PRAGMA user_version = 3;)sql";
+    ASSERT_EQ(sqlite3_exec(db, rows, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  DecisionKey key{"1xNVIDIA-H200-pcie", "p1", "amp", 2, 1};
+  {  // A training job's lookup reads it without migrating it.
+    auto reader = Store::open({path, true});
+    EXPECT_EQ(reader->schema_version(), 3);
+    const auto found = reader->active_decision(key);
+    ASSERT_TRUE(found);
+    EXPECT_FALSE(found->key.gpus_shared);
+    EXPECT_EQ(reader->decisions().size(), 1u);
+    DecisionKey shared = key;
+    shared.gpus_shared = true;
+    EXPECT_FALSE(reader->active_decision(shared, /*any_precision=*/true));
+  }
+  auto store = open_rw(path);
+  EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
+  const auto found = store->active_decision(key);
+  ASSERT_TRUE(found);
+  EXPECT_FALSE(found->key.gpus_shared);
+  EXPECT_EQ(found->config.streams, 2);
+  key.gpus_shared = true;
+  EXPECT_FALSE(store->active_decision(key));
+  EXPECT_FALSE(store->active_decision(key, /*any_precision=*/true));
+}
+
+TEST(ConfigStore, ADecisionTunedWithSharedGpusServesOnlyJobsThatShareThem) {
+  TempDir dir;
+  auto store = open_rw(dir.file("s.db"));
+  const auto own = store->add_decision(sample_decision("amp", 2));
+  auto shared = sample_decision("amp", 4);
+  shared.key.gpus_shared = true;
+  const auto shared_id = store->add_decision(shared);
+  // Both stay active: their keys differ in gpus_shared alone.
+  EXPECT_TRUE(store->decision(own)->active);
+  EXPECT_TRUE(store->decision(shared_id)->active);
+  EXPECT_TRUE(store->decision(shared_id)->key.gpus_shared);
+  auto key = sample_decision().key;
+  EXPECT_EQ(store->active_decision(key)->id, own);
+  key.gpus_shared = true;
+  EXPECT_EQ(store->active_decision(key)->id, shared_id);
+  EXPECT_EQ(store->active_decision(key, /*any_precision=*/true)->id, shared_id);
+  // A new shared decision replaces the shared one only.
+  const auto newer = store->add_decision(shared);
+  EXPECT_FALSE(store->decision(shared_id)->active);
+  EXPECT_TRUE(store->decision(own)->active);
+  store->activate(shared_id);
+  EXPECT_FALSE(store->decision(newer)->active);
+  EXPECT_TRUE(store->decision(own)->active);
+}
+
 TEST(ConfigStore, NewDecisionBecomesActiveAndHistoryIsKept) {
   TempDir dir;
   auto store = open_rw(dir.file("s.db"));
@@ -200,6 +268,13 @@ TEST(ConfigStore, DecisionsDocumentRoundTrips) {
   EXPECT_EQ(back[0].key.model_signature, d.key.model_signature);
   EXPECT_EQ(*back[0].ci_low, 1.2);
   EXPECT_NE(back[0].evidence_json.find("pairs"), std::string::npos);
+  EXPECT_FALSE(back[0].key.gpus_shared);
+  d.key.gpus_shared = true;
+  EXPECT_TRUE(decisions_from_json(decisions_to_json({d}))[0].key.gpus_shared);
+  // A document from before the key had gpus_shared: a decision tuned with a GPU per rank.
+  auto old = nlohmann::json::parse(decisions_to_json({d}));
+  old["decisions"][0].erase("gpus_shared");
+  EXPECT_FALSE(decisions_from_json(old.dump())[0].key.gpus_shared);
   EXPECT_THROW(decisions_from_json(R"({"format":"acspeed-decisions","version":9,"decisions":[]})"), InvalidArgument);
   EXPECT_THROW(decisions_from_json(R"({"format":"acspeed-decisions","version":1,"decisions":[{"config":{}}]})"),
                InvalidArgument);

@@ -18,7 +18,6 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 python=${ACSPEED_PYTHON:-python3}
 logs=${ACSPEED_GPU_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/acspeed-cupti.XXXXXX")}
-worker_timeout=${ACSPEED_CUPTI_WORKER_TIMEOUT:-180}
 mkdir -p "$logs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/acspeed-cupti-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -27,6 +26,7 @@ trap 'rm -rf "$work"' EXIT
 source "$repo/tests/gpu/lib.sh"
 
 require_gpu
+report_acspeed
 require_cuda_torch
 build_probes "$logs/build.log"
 
@@ -90,7 +90,8 @@ if rank == 0:
 dist.destroy_process_group()
 PY
 
-# Runs the worker as RANK $1 of $2 for stage $3 on port $4; further arguments are VAR=value settings.
+# Runs the worker as RANK $1 of $2 for stage $3 on port $4, for at most $worker_timeout seconds (set
+# per stage, below the check's cap); further arguments are VAR=value settings.
 worker() {
   local rank=$1 world=$2 stage=$3 port=$4
   timeout --kill-after=5 "$worker_timeout" env RANK="$rank" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 \
@@ -109,6 +110,7 @@ PY
 }
 
 echo "--- stage 1: one process, single-rank NCCL group"
+worker_timeout=$(worker_limit "${ACSPEED_CUPTI_WORKER_TIMEOUT:-20}" 10 "stage 1") || exit 1
 worker 0 1 stage1 "$(free_port)" || fail "the stage 1 worker failed: $(tail -8 "$logs/stage1.rank0.out")"
 cat "$logs/stage1.rank0.out"
 check stage1 'r["backend"] == "cupti"' "the CUPTI backend was selected"
@@ -123,6 +125,7 @@ check stage1 'r["profiled_backend"] == "cpu" and any("torch.profiler" in n or "s
 check stage1 'r["profiler_cuda_events"] > 0' "torch.profiler still recorded CUDA kernels"
 
 echo "--- stage 2: two processes on one GPU posing as two nodes"
+worker_timeout=$(worker_limit "${ACSPEED_CUPTI_WORKER_TIMEOUT:-30}" 12 "stage 2") || exit 1
 run_two_emulated_nodes stage2
 rc=$?
 ((two_nodes_skipped == 0)) || exit 0

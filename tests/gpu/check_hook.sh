@@ -2,9 +2,10 @@
 # GPU check: acspeed's own comm hook on NCCL (run by tests/gpu/run.sh).
 #
 # Two processes share the one GPU and pose as two nodes (tests/gpu/lib.sh: NCCL_HOSTID differs,
-# NCCL's socket transport over loopback). The worker (hook_ddp.py) trains every algorithm x streams
-# {1, 2}, and allreduce x 2 streams x fp16, with acspeed's hook and with plain DDP (or torch's fp16
-# compress hook) from the same start, and profiles two steps with torch.profiler. Passes when, on
+# NCCL's socket transport over loopback). The worker (hook_ddp.py) trains each algorithm (allreduce
+# and hierarchical on 2 streams, reduce_scatter on 1), and allreduce x 2 streams x fp16, with
+# acspeed's hook and with plain DDP (or torch's fp16 compress hook) from the same start, and profiles
+# two steps with torch.profiler. Passes when, on
 # both ranks and for every config: the parameters are bit for bit the reference's; NCCL kernels
 # overlapped compute kernels; NCCL kernels ran on one stream per lane and, with two lanes, both
 # lanes' kernels were in flight at once; no host synchronisation happened inside backward (one per
@@ -19,18 +20,19 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 python=${ACSPEED_PYTHON:-python3}
 logs=${ACSPEED_GPU_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/acspeed-hook.XXXXXX")}
-worker_timeout=${ACSPEED_HOOK_WORKER_TIMEOUT:-240}
 mkdir -p "$logs"
 
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$repo/tests/gpu/lib.sh"
 
 require_gpu
+report_acspeed
 require_cuda_torch
 build_probes "$logs/build.log"
 echo "torch $("$python" -c 'import torch; print(torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))')"
 
-# Runs the worker as RANK $1 of $2 on port $4 ($3: the stage's name); further arguments are VAR=value settings.
+# Runs the worker as RANK $1 of $2 on port $4 ($3: the stage's name), for at most $worker_timeout seconds
+# (below the check's cap); further arguments are VAR=value settings.
 worker() {
   local rank=$1 world=$2 stage=$3 port=$4
   timeout --kill-after=5 "$worker_timeout" env RANK="$rank" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 \
@@ -39,6 +41,7 @@ worker() {
 }
 
 echo "--- two processes on one GPU posing as two nodes"
+worker_timeout=$(worker_limit "${ACSPEED_HOOK_WORKER_TIMEOUT:-40}" 15 "the two ranks") || exit 1
 run_two_emulated_nodes hook
 rc=$?
 ((two_nodes_skipped == 0)) || exit 77

@@ -26,17 +26,20 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$repo/tests/gpu/lib.sh"
 
+require_gpu
+report_acspeed
 plugin=${ACSPEED_NCCL_PLUGIN:-$repo/python/acspeed/libnccl-tuner-acspeed.so}
 if [[ -z "${ACSPEED_NCCL_PLUGIN:-}" ]] && wheel_installed; then
-  plugin=$(cd /tmp && "$python" -c 'from acspeed import nccl; print(nccl.plugin_path())') || fail "the installed acspeed does not import"
+  plugin=$ACSPEED_GPU_SITE/acspeed/libnccl-tuner-acspeed.so
 fi
 [[ -f "$plugin" ]] || fail "$plugin not found. Build it on the CPU machine (ninja -C build acspeed_nccl_tuner)" \
   "and carry python/acspeed/libnccl-tuner-acspeed.so along (tests/gpu/README.md)"
 plugin=$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")
 ((${#plugin} < 255)) || fail "NCCL_TUNER_PLUGIN must be shorter than 255 bytes: $plugin"
-require_cuda_torch
-"$python" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$plugin" 2>"$work/load.err" ||
+"$python" -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]).acspeed_nccl_tuner_set_rules" "$plugin" 2>"$work/load.err" ||
   fail "the plugin does not load here (glibc too old?): $(cat "$work/load.err")"
+pass "the plugin loads and exports acspeed_nccl_tuner_set_rules: $plugin"
+require_cuda_torch
 echo "torch $("$python" -c 'import torch; print(torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))')"
 
 # Phase A (rules file): small allreduces tree/LL on 1 channel, large ones ring/Simple on 2.
@@ -50,8 +53,8 @@ rules tree ring >"$work/rules_a.json"
 rules ring tree >"$work/rules_b.json"
 
 # Runs the worker as RANK $1 of $2 with NCCL's log in $logs/$3.rank$1.nccl.log, for at most
-# $worker_timeout seconds; further arguments are extra VAR=value settings.
-worker_timeout=${ACSPEED_NCCL_WORKER_TIMEOUT:-120}
+# $worker_timeout seconds (set per stage, below the check's cap); further arguments are extra
+# VAR=value settings.
 worker() {
   local rank=$1 world=$2 stage=$3 port=$4
   timeout --kill-after=5 "$worker_timeout" env RANK="$rank" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
@@ -67,6 +70,7 @@ expect_line() {  # file, fixed text, what it proves
 }
 
 echo "--- stage 1: one process, single-rank NCCL process group"
+worker_timeout=$(worker_limit "${ACSPEED_NCCL_WORKER_TIMEOUT:-25}" 10 "stage 1") || exit 1
 worker 0 1 stage1 "$(free_port)" || fail "the single-rank DDP worker failed: $(tail -5 "$logs/stage1.rank0.out")"
 log=$logs/stage1.rank0.nccl.log
 expect_line "$log" "TUNER/Plugin: Using acspeed (v" "NCCL loaded the plugin"
@@ -79,6 +83,7 @@ expect_line "$log" "acspeed_nccl_tuner_set_rules refused the config" "a bad conf
 expect_line "$logs/stage1.rank0.out" "ACSPEED_CHECK rank 0: phase B DDP step 1 loss" "single-rank DDP steps ran"
 
 echo "--- stage 2: two processes on one GPU posing as two nodes"
+worker_timeout=$(worker_limit "${ACSPEED_NCCL_WORKER_TIMEOUT:-45}" 15 "stage 2") || exit 1
 run_two_emulated_nodes stage2
 rc=$?
 ((two_nodes_skipped == 0)) || exit 0

@@ -24,13 +24,44 @@ require_gpu() {
   fi
 }
 
-# Whether run.sh installed the carried wheel (then $python is its venv's interpreter and the
-# installed package is the one under test).
+# Whether run.sh installed the carried wheel (then its folder, $ACSPEED_GPU_SITE, leads PYTHONPATH
+# and the package installed there is the one under test).
 wheel_installed() { [[ "${ACSPEED_GPU_INSTALLED:-0}" == 1 ]]; }
 
 # PYTHONPATH for a worker: the checkout's python/ in front, unless the wheel is installed.
 worker_pythonpath() {
   if wheel_installed; then echo "${PYTHONPATH:-}"; else echo "$repo/python${PYTHONPATH:+:$PYTHONPATH}"; fi
+}
+
+# Says where the acspeed the workers import lies (found, not imported: no torch needed), and fails
+# when the wheel is installed but another acspeed would be imported.
+report_acspeed() {
+  local found
+  found=$(cd / && PYTHONPATH="$(worker_pythonpath)" "$python" -c \
+    'import importlib.util as u; s = u.find_spec("acspeed"); print(s.submodule_search_locations[0] if s else "none")') ||
+    fail "$python does not run"
+  echo "acspeed imported from $found"
+  if wheel_installed && [[ "$found" != "$ACSPEED_GPU_SITE/acspeed" ]]; then
+    fail "the workers would import acspeed from $found, not from the installed wheel ($ACSPEED_GPU_SITE)"
+  fi
+}
+
+# Seconds left of this check's cap (run.sh gives it as ACSPEED_GPU_CHECK_BUDGET; SECONDS counts from
+# the check's start).
+budget_left() { echo $((${ACSPEED_GPU_CHECK_BUDGET:-3600} - SECONDS)); }
+
+# A worker's time limit: $1 (its own default, seconds), cut so that it ends, with the 5 s of its
+# `timeout --kill-after=5`, at least 5 s before the check's cap (its diagnosis comes before run.sh's kill). Says why on stderr and returns 1 when
+# less than $2 seconds would be left for it ($3 names the stage):
+#   limit=$(worker_limit 30 10 "stage 1") || exit 1
+worker_limit() {
+  local want=$1 least=$2 left
+  left=$(($(budget_left) - 10))
+  if ((left < least)); then
+    echo "FAIL: $3 needs at least ${least}s; ${left}s of the check's ${ACSPEED_GPU_CHECK_BUDGET:-}s cap are left" >&2
+    return 1
+  fi
+  echo $((want < left ? want : left))
 }
 
 # Builds acspeed._probes on its own (probes/ needs neither Boost, fmt, SQLite nor GoogleTest) for
@@ -50,7 +81,8 @@ build_probes() {
 }
 
 # Runs the script's `worker RANK WORLD STAGE PORT [VAR=value...]` as ranks 0 and 1 of two emulated
-# nodes sharing the one GPU (NCCL_HOSTID differs, NCCL's socket transport over loopback). Returns
+# nodes sharing the one GPU (NCCL_HOSTID differs, NCCL's socket transport over loopback: the same
+# settings `import acspeed` gives each rank under ACSPEED_SHARE_GPUS=1, python/acspeed/share_gpus.py). Returns
 # the last failing worker's status; returns 0 after saying so when the GPU's compute mode is
 # exclusive and the stage cannot run (then $two_nodes_skipped is 1).
 two_nodes_skipped=0

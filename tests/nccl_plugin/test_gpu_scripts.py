@@ -1,9 +1,13 @@
 """The CPU-checkable parts of the NCCL plugin's GPU check and of the Python contract:
 the setter through ctypes (as `import acspeed` calls it), the GPU worker on gloo, and
-tests/gpu/run.sh's verdicts with fake checks and a fake nvidia-smi."""
+tests/gpu/run.sh with fake checks and a fake nvidia-smi: its verdicts, its budgets (each check's
+cap, --dry-run, a check that no longer fits, workers' limits below the cap), the ending of a cut-off
+check's processes, and its refusal of bad input. tests/packaging/test_gpu_rehearsal.py runs it
+through its real install into the real checks."""
 import ctypes
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -74,8 +78,9 @@ def test_gpu_worker_runs_both_phases_on_gloo(repo_root, plugin_path, tmp_path):
 
 
 def make_gpu_dir(tmp_path, repo_root, checks: dict) -> pathlib.Path:
-    gpu = tmp_path / "gpu"
-    gpu.mkdir()
+    """A checkout of run.sh and fake checks: TMP/checkout/tests/gpu (run.sh finds the checkout two up)."""
+    gpu = tmp_path / "checkout" / "tests" / "gpu"
+    gpu.mkdir(parents=True)
     shutil.copy(repo_root / "tests/gpu/run.sh", gpu / "run.sh")
     for name, body in checks.items():
         (gpu / f"check_{name}.sh").write_text("#!/usr/bin/env bash\n" + body + "\n")
@@ -98,63 +103,150 @@ def fake_nvidia_smi(tmp_path, gpus: int) -> str:
     return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
 
 
-def run_gpu(gpu: pathlib.Path, path: str, tmp_path, **extra) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "ACSPEED_GPU_LOG_DIR")}
+def run_gpu(gpu: pathlib.Path, path: str, tmp_path, *args, **extra) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "ACSPEED_GPU_LOG_DIR", "ACSPEED_WHEEL")}
     env.update(PATH=path, ACSPEED_GPU_LOG_DIR=str(tmp_path / "logs"), **extra)
-    return subprocess.run(["bash", str(gpu / "run.sh")], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", str(gpu / "run.sh"), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_run_sh_fails_when_any_check_fails_and_reports_each(repo_root, tmp_path):
     gpu = make_gpu_dir(tmp_path, repo_root, {
-        "a_pass": 'echo "log dir $ACSPEED_GPU_LOG_DIR"; exit 0',
+        "a_pass": 'echo "log dir $ACSPEED_GPU_LOG_DIR budget $ACSPEED_GPU_CHECK_BUDGET"; exit 0',
         "b_skip": "echo 'skipped: no thing'; exit 77",
         "c_fail": "exit 3",
         "d_slow": "sleep 30",
     })
-    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, ACSPEED_GPU_CHECK_TIMEOUT="2")
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, "--checkout", ACSPEED_GPU_CHECK_TIMEOUT="2")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert any(line.startswith("a_pass") and line.endswith("pass") for line in lines), result.stdout
     assert any(line.startswith("b_skip") and line.endswith("skipped") for line in lines), result.stdout
     assert any(line.startswith("c_fail") and "FAIL (exit 3)" in line for line in lines), result.stdout
-    assert any(line.startswith("d_slow") and "timed out after 2s" in line for line in lines), result.stdout
-    # Each check gets its own log folder and its output is kept there.
-    assert (tmp_path / "logs/a_pass/output.txt").read_text().strip() == f"log dir {tmp_path / 'logs/a_pass'}"
+    assert any(line.startswith("d_slow") and "FAIL (cut off at its 2s cap)" in line for line in lines), result.stdout
+    # Each check gets its own log folder, its cap, and its output is kept there.
+    assert (tmp_path / "logs/a_pass/output.txt").read_text().strip() == f"log dir {tmp_path / 'logs/a_pass'} budget 2"
 
 
 def test_run_sh_passes_when_checks_pass_or_skip(repo_root, tmp_path):
     gpu = make_gpu_dir(tmp_path, repo_root, {"a": "exit 0", "b": "exit 77"})
-    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path)
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, "--checkout")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all checks passed or skipped" in result.stdout
 
 
 def test_run_sh_skips_everything_without_a_gpu(repo_root, tmp_path):
     gpu = make_gpu_dir(tmp_path, repo_root, {"would_fail": "exit 1"})
-    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 0), tmp_path)
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 0), tmp_path, "--checkout")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no GPU here" in result.stdout and "1 check(s) skipped" in result.stdout
     assert not (tmp_path / "logs").exists()
 
 
-def test_run_sh_stops_starting_checks_when_the_runs_time_is_spent(repo_root, tmp_path):
-    # 15 s in all, 10 kept for the packing: the first check gets what is left of 5 s and runs out;
-    # after it no second is left, so the next check is reported as not run, and the run fails.
+def test_run_sh_reports_a_check_whose_cap_no_longer_fits_as_not_run(repo_root, tmp_path):
+    # 18 s in all, 10 kept for the end and 3 for a kill: the first check's 3 s cap fits, and it runs
+    # out; then less than its cap is left for the second, which is reported as not run, and the run fails.
     gpu = make_gpu_dir(tmp_path, repo_root, {"a_slow": "sleep 30", "b_never": "echo started; exit 0"})
-    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, ACSPEED_GPU_RUN_TIMEOUT="15")
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, "--checkout", ACSPEED_GPU_RUN_TIMEOUT="18",
+                     ACSPEED_GPU_CHECK_TIMEOUT="3")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert any(line.startswith("a_slow") and "FAIL (timed out after " in line for line in lines), result.stdout
-    assert any(line.startswith("b_never") and "FAIL (not run: the 15s of the run were spent)" in line
+    assert any(line.startswith("a_slow") and "FAIL (cut off at its 3s cap)" in line for line in lines), result.stdout
+    assert any(line.startswith("b_never") and re.search(r"FAIL \(not run: needs 3s, -?\d+s of the run left\)", line)
                for line in lines), result.stdout
     assert "started" not in result.stdout
 
 
+def test_run_sh_ends_a_cut_off_checks_processes_by_id_before_the_next_check(repo_root, tmp_path):
+    # The check starts a process in a session of its own (as torchrun's ranks are), which outlives the
+    # check's process group when the check is cut off; run.sh ends it before the next check starts.
+    pid_file = tmp_path / "leftover.pid"
+    gpu = make_gpu_dir(tmp_path, repo_root, {
+        "a_hangs": f"setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > {pid_file}; sleep 30",
+        # Gone, or a zombie (what is left of a killed process until whoever adopted it reaps it).
+        "b_next": f'if grep -qs "^State:.*[RSD]" "/proc/$(cat {pid_file})/status"; then echo "leftover alive"; '
+                  'else echo "leftover gone"; fi',
+    })
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, "--checkout", ACSPEED_GPU_CHECK_TIMEOUT="2")
+    pid = int(pid_file.read_text())
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"a_hangs left 1 process(es) running: ending them by id: {pid}" in result.stdout, result.stdout
+    assert "leftover gone" in result.stdout and "leftover alive" not in result.stdout, result.stdout
+
+
+def test_dry_run_prints_each_checks_budget_in_priority_order(repo_root, tmp_path):
+    wheel = tmp_path / f"acspeed-0.1.0-{TAG}-{TAG}-linux_x86_64.whl"  # named only: a dry run installs nothing
+    wheel.write_bytes(b"")
+    gpu = repo_root / "tests" / "gpu"
+    result = run_gpu(gpu, os.environ["PATH"], tmp_path, "--dry-run", ACSPEED_WHEEL=str(wheel),
+                     ACSPEED_PYTHON=sys.executable)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = re.findall(r"^  (\S+)\s+(\d+)", result.stdout, re.MULTILINE)
+    assert rows == [("install", "45"), ("nccl_plugin", "60"), ("e2e", "180"), ("cupti", "45"), ("hook", "45"),
+                    ("end+pack", "10")], result.stdout
+    total = int(re.search(r"^  total, at most\s+(\d+)$", result.stdout, re.MULTILINE).group(1))
+    assert total == 45 + 60 + 180 + 45 + 45 + 5 * 3 + 10 and total <= 400
+    assert 'device call: run(command="tests/gpu/run.sh", carry=["dist"], timeout_s=420)' in result.stdout
+    assert f"wheel: {wheel}" in result.stdout
+    assert not (tmp_path / "logs").exists()
+    # A shorter run leaves the check that no longer fits out, and says so.
+    short = run_gpu(gpu, os.environ["PATH"], tmp_path, "--dry-run", ACSPEED_WHEEL=str(wheel),
+                    ACSPEED_PYTHON=sys.executable, ACSPEED_GPU_RUN_TIMEOUT="250")
+    assert re.search(r"^  e2e\s+180  not run: does not fit in the 250s of the run$", short.stdout, re.MULTILINE), \
+        short.stdout
+    assert re.search(r"^  cupti\s+45  \(\+3s\)$", short.stdout, re.MULTILINE), short.stdout
+
+
+def test_worker_limits_end_before_the_checks_cap(repo_root):
+    def limit(budget: int, want: int, least: int) -> subprocess.CompletedProcess:
+        script = f'python=true repo=.; source {repo_root}/tests/gpu/lib.sh; worker_limit {want} {least} "stage 2"'
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                              env=dict(os.environ, ACSPEED_GPU_CHECK_BUDGET=str(budget)))
+    assert limit(60, 120, 10).stdout.strip() == "50"  # cut: its 5 s kill grace ends 5 s before the cap
+    assert limit(60, 25, 10).stdout.strip() == "25"   # its own default fits
+    short = limit(15, 25, 10)
+    assert short.returncode == 1 and short.stdout == ""
+    assert short.stderr.strip() == "FAIL: stage 2 needs at least 10s; 5s of the check's 15s cap are left"
+
+
 @pytest.mark.parametrize("setting, value", [("ACSPEED_GPU_CHECK_TIMEOUT", "abc"), ("ACSPEED_GPU_RUN_TIMEOUT", "0"),
-                                            ("ACSPEED_GPU_CHECK_TIMEOUT", "-5")])
+                                            ("ACSPEED_GPU_CHECK_TIMEOUT", "-5"), ("ACSPEED_GPU_INSTALL_TIMEOUT", "1.5")])
 def test_run_sh_refuses_a_time_limit_that_is_not_a_positive_number(repo_root, tmp_path, setting, value):
     gpu = make_gpu_dir(tmp_path, repo_root, {"a": "exit 0"})
-    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, **{setting: value})
+    result = run_gpu(gpu, fake_nvidia_smi(tmp_path, 1), tmp_path, "--checkout", **{setting: value})
     assert result.returncode == 2
     assert result.stderr.strip() == f"tests/gpu: {setting}='{value}' is not a positive number of seconds"
     assert not (tmp_path / "logs").exists()
+
+
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+@pytest.mark.parametrize("wheels, args, extra, reason", [
+    ([], (), {}, r"no {tag} wheel in {dist} \(build it with scripts/gpu_wheel.sh and carry dist/\), or pass "
+                 r"--checkout to test the checkout"),
+    ([f"acspeed-0.1.0-{TAG}-{TAG}-linux_x86_64.whl", f"acspeed-0.2.0-{TAG}-{TAG}-linux_x86_64.whl"], (), {},
+     r"2 {tag} wheels in {dist} \(acspeed-0.1.0-.* acspeed-0.2.0-.*\); keep one or name it with ACSPEED_WHEEL"),
+    (["acspeed-0.1.0-cp39-cp39-linux_x86_64.whl"], (), {},
+     r"no {tag} wheel in {dist}, only cp39 for .*: build one with scripts/gpu_wheel.sh"),
+    (["acspeed-0.1.0-cp39-cp39-linux_x86_64.whl"], (), {"ACSPEED_WHEEL": "{dist}/acspeed-0.1.0-cp39-cp39-linux_x86_64.whl"},
+     r"ACSPEED_WHEEL=.*cp39-cp39-linux_x86_64.whl is a cp39 wheel; .* is {tag} \(build one with scripts/gpu_wheel.sh\)"),
+    ([], ("--gpu",), {}, r"unknown argument '--gpu' \(accepted: --dry-run, --checkout\)"),
+])
+def test_run_sh_refuses_bad_input_with_one_line_before_any_gpu_work(repo_root, tmp_path, wheels, args, extra, reason):
+    gpu = make_gpu_dir(tmp_path, repo_root, {"a": "echo started; exit 0"})
+    dist = gpu.parent.parent / "dist"
+    dist.mkdir()
+    for name in wheels:
+        (dist / name).write_bytes(b"")
+    smi = tmp_path / "smi-called"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/usr/bin/env bash\ntouch {smi}\necho 'GPU 0: Fake (UUID: GPU-0)'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    result = run_gpu(gpu, f"{bin_dir}{os.pathsep}{os.environ['PATH']}", tmp_path, *args, ACSPEED_PYTHON=sys.executable,
+                     **{k: v.format(dist=dist) for k, v in extra.items()})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == "", result.stdout + result.stderr
+    assert re.fullmatch("tests/gpu: " + reason.format(tag=TAG, dist=re.escape(str(dist))), result.stderr.strip()), \
+        result.stderr
+    assert not smi.exists() and not (tmp_path / "logs").exists()

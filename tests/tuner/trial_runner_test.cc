@@ -279,5 +279,13 @@ TEST(TrialRunner, WorkersCountNodesByTheLaunchNotByAStaleNnodes) {
   if (saved != nullptr) setenv("PYTHONPATH", saved_path.c_str(), 1);
 }
 
+TEST(TrialRunner, RanksSharingGpusAreToldSo) {
+  WorkerLaunch l;
+  l.nnodes = 1;
+  EXPECT_EQ(worker_environment(l), (process::Environment{{"NNODES", "1"}}));
+  l.share_gpus = true;
+  EXPECT_EQ(worker_environment(l), (process::Environment{{"NNODES", "1"}, {"ACSPEED_SHARE_GPUS", "1"}}));
+}
+
 }  // namespace
 }  // namespace acspeed::tuner

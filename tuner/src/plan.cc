@@ -6,6 +6,7 @@
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
+#include "decision_evidence.h"
 #include "worker_launch.h"
 
 namespace acspeed::tuner {
@@ -40,6 +41,11 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
                                  o.model, to_string(o.precision), instance_type, o.nnodes, o.nproc_per_node, o.batch_size);
   if (o.model.find(':') == std::string::npos) head += fmt::format(", {}x{} images", o.image_size, o.image_size);
   lines.push_back(head);
+  if (o.gpus_shared) {
+    lines.push_back(fmt::format("  GPUs: {} ranks per node share {} GPU{} (--share-gpus): device = local rank mod {}, "
+                                "an NCCL host identity per rank; the decision applies only to jobs that share GPUs",
+                                o.nproc_per_node, o.gpus, o.gpus == 1 ? "" : "s", o.gpus));
+  }
   lines.push_back(fmt::format("  search space: {}", o.space.describe()));
   for (const auto& pinned : o.space.pinned) lines.push_back(fmt::format("  pinned (not searched): {}", pinned));
   const std::string strategy_name = resolve_strategy_name(o.strategy, o.space);
@@ -53,6 +59,12 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   lines.push_back(fmt::format("  each trial: {} warm-up + {} timed steps, timeout {} s; decision: {} alternated pairs vs "
                               "DDP defaults",
                               o.warmup, o.steps, o.trial_timeout_s, o.repeats));
+  if (o.compression_searched) {
+    lines.push_back(fmt::format("  compression: the convergence guard trains {}-step loss trajectories (one per "
+                                "numerics, one uncompressed) on {}; configs are ranked by p50 x the upper end of "
+                                "their step inflation",
+                                o.trajectory_steps, guard_data(o)));
+  }
   if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
   if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
   WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");

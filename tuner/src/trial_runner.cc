@@ -109,6 +109,7 @@ std::string_view to_string(TrialStatus status) {
 
 process::Environment worker_environment(const WorkerLaunch& l) {
   process::Environment env = {{"NNODES", std::to_string(l.nnodes)}};
+  if (l.share_gpus) env.emplace_back("ACSPEED_SHARE_GPUS", "1");
   if (!l.python_path.empty()) {
     const char* old = getenv("PYTHONPATH");
     env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? l.python_path + ":" + old : l.python_path);

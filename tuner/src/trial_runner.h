@@ -39,6 +39,7 @@ struct WorkerLaunch {
   int nnodes = 1;
   int node_rank = 0;
   int nproc_per_node = 2;
+  bool share_gpus = false;  // the ranks outnumber the GPUs: each gets ACSPEED_SHARE_GPUS=1 (share_gpus.py)
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free local port for each launch (single node only); several nodes: the
                         // rendezvous port, and the node link's is the next one (node_link.h)
@@ -48,8 +49,9 @@ struct WorkerLaunch {
 };
 
 // What the workers' environment gets over the tuner's: the acspeed package in front of PYTHONPATH,
-// and NNODES = the launch's node count, so the node count the worker records and looks decisions up
-// with is the launch's, not a stale NNODES the tuner itself inherited.
+// NNODES = the launch's node count, so the node count the worker records and looks decisions up
+// with is the launch's, not a stale NNODES the tuner itself inherited, and ACSPEED_SHARE_GPUS=1 when
+// the ranks share GPUs.
 process::Environment worker_environment(const WorkerLaunch& launch);
 
 enum class TrialStatus { kOk, kFailed, kTimeout };

@@ -1,7 +1,8 @@
 // What `import acspeed` applies to a DDP model, and why. Order:
 //   ACSPEED_DISABLE=1                   -> nothing (DDP untouched)
 //   ACSPEED_CONFIG=FILE                 -> that config, whatever instance type it was tuned on
-//   store: exact key                    -> the active decision
+//   store: exact key                    -> the active decision (the key includes whether the ranks
+//                                          share GPUs: such decisions serve only such jobs)
 //          same key, any precision      -> the most recent active decision for another precision
 //          otherwise                    -> DDP defaults
 // A decision tuned under another torch or NCCL major.minor, or that records no torch version, is not

@@ -20,7 +20,7 @@
 
 namespace acspeed {
 
-inline constexpr int kStoreSchemaVersion = 3;
+inline constexpr int kStoreSchemaVersion = 4;
 
 // $ACSPEED_DB, else $XDG_DATA_HOME/acspeed/acspeed.db, else ~/.local/share/acspeed/acspeed.db.
 std::string default_store_path();
@@ -40,6 +40,9 @@ struct DecisionKey {
   std::string precision;  // amp|fp32|fp16|bf16
   int64_t world_size = 0;
   int64_t nnodes = 1;
+  // The ranks shared GPUs (runtime's gpus_shared(): ACSPEED_SHARE_GPUS and more ranks per node than
+  // GPUs). Such a decision applies only to jobs that share GPUs too, and no other decision to them.
+  bool gpus_shared = false;
 };
 
 struct Decision {
