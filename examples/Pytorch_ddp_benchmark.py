@@ -10,6 +10,11 @@ throughput (per-device batch / step time):
 
 "1M/8G" = machines / devices. NCCL on GPUs, gloo on CPUs (with small defaults so a CPU run ends
 quickly). Comment out `import acspeed` for the plain DDP baseline.
+
+When the applied config compresses gradients only from a start step on (PowerSGD's start step), the
+warm-up covers that step plus a few, so that the timed steps measure the compressed steady state; one
+line before the benchmark line says so. An explicit --warmup still wins, with a note when some timed
+steps ran before compression started.
 """
 import argparse
 import datetime
@@ -31,6 +36,8 @@ PERCENTILES = (50, 75, 90, 95)
 # (batch size, image size, warm-up steps, timed steps) when not given.
 GPU_DEFAULTS = (32, 224, 10, 50)
 CPU_DEFAULTS = (8, 64, 2, 10)
+# Warm-up steps past the step from which the applied config compresses (as the tuner's trials).
+STEADY_STATE_STEPS = 2
 
 
 def parse_args(argv=None):
@@ -52,6 +59,7 @@ def parse_args(argv=None):
                              "CPU) and print compute / communication / exposed communication per percentile")
     parser.add_argument("--overwrite", action="store_true", help="let --json replace an existing file")
     args = parser.parse_args(argv)
+    args.warmup_given = args.warmup is not None
     defaults = GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS
     for name, default in zip(("batch_size", "image_size", "warmup", "steps"), defaults):
         if getattr(args, name) is None:
@@ -84,6 +92,33 @@ def build_model(name: str, image_size: int, device):
         targets = torch.randint(0, classes, (batch_size,), device=device, generator=generator)
         return inputs, targets
     return model, make_batch
+
+
+def compression_start_step(ddp) -> int:
+    """The step from which the config `import acspeed` applied compresses gradients (PowerSGD's start
+    step); 0 when it compresses from the first step, or not at all, or acspeed is not imported."""
+    if "acspeed" not in sys.modules:
+        return 0
+    from acspeed import hooks  # noqa: PLC0415 - only with `import acspeed`
+    state = hooks.state_of(ddp)
+    return state.powersgd.start_step if state is not None and state.powersgd is not None else 0
+
+
+def steady_warmup(warmup: int, given: bool, start_step: int, steps: int):
+    """(warm-up steps, the line that says why, or None) for a config that compresses from
+    `start_step` on: the warm-up covers it plus STEADY_STATE_STEPS unless --warmup was given."""
+    if start_step <= 0:
+        return warmup, None
+    if not given:
+        warmup = max(warmup, start_step + STEADY_STATE_STEPS)
+        return warmup, (f"warm-up: {warmup} steps, past step {start_step} from which the applied config compresses "
+                        f"gradients (PowerSGD): the timed steps measure the compressed steady state")
+    uncompressed = min(steps, max(0, start_step - warmup))
+    if uncompressed == 0:
+        return warmup, None
+    return warmup, (f"note: --warmup {warmup}: {uncompressed} of the {steps} timed steps ran before compression "
+                    f"started (the applied config compresses from step {start_step}; omit --warmup to time "
+                    f"the steady state)")
 
 
 def machines(world_size: int) -> int:
@@ -155,6 +190,7 @@ def main(argv=None) -> None:
         scaler.step(optimizer)
         scaler.update()
 
+    args.warmup, warmup_line = steady_warmup(args.warmup, args.warmup_given, compression_start_step(ddp), args.steps)
     for _ in range(args.warmup):
         step()
     times = []
@@ -177,6 +213,8 @@ def main(argv=None) -> None:
     nnodes = machines(world_size)
     if rank == 0:
         line = summary_line(step_times, args.batch_size, world_size, nnodes, gpu)
+        if warmup_line:
+            print(warmup_line, flush=True)
         print(line, flush=True)
         if profile:
             print(StepProbe.format(profile), flush=True)
@@ -191,7 +229,7 @@ def main(argv=None) -> None:
                 "percentiles": {f"p{q}": {"step_time_s": float(np.percentile(step_times, q)),
                                           "samples_per_s_per_device": args.batch_size / float(np.percentile(step_times, q))}
                                 for q in PERCENTILES},
-                "line": line,
+                "line": line, "warmup_note": warmup_line,
                 "profile": profile,
                 "versions": {"torch": torch.__version__, "python": sys.version.split()[0],
                              "cuda": torch.version.cuda,

@@ -14,6 +14,7 @@ BUILD_DIR=${ACSPEED_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
 PYTHON=${ACSPEED_PYTHON:-$(command -v python3)}
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is not installed (Debian: clang)" >&2; exit 1; }
 mkdir -p "$BUILD_DIR"
+. "$ROOT/scripts/compiler-cache.sh"  # ccache when installed: a second clone compiles nothing again
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DACSPEED_FUZZ=ON -DACSPEED_WITH_CUDA=OFF \
   -DPython3_EXECUTABLE="$PYTHON" -DACSPEED_DEFAULT_PYTHON="$PYTHON" \

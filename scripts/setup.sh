@@ -21,9 +21,10 @@ say() { printf '[setup] %s\n' "$*"; }
 # Record the interpreter itself, not a launcher shim (pyenv) that may resolve differently later.
 PYTHON=$("$PYTHON" -c 'import sys; print(sys.executable)')
 
-# 1. Debian packages (compilers, CMake and the CUDA toolkit come with the machine).
+# 1. Debian packages (compilers, CMake and the CUDA toolkit come with the machine; ccache keeps the
+#    compiled objects outside the checkout, for the next clone: scripts/compiler-cache.sh).
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git libboost-program-options-dev libfmt-dev
-  libsqlite3-dev sqlite3 nlohmann-json3-dev libgtest-dev googletest iproute2 chromium)
+  libsqlite3-dev sqlite3 nlohmann-json3-dev libgtest-dev googletest iproute2 chromium ccache)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -57,8 +58,10 @@ else
 fi
 
 # 3. Build the wheel: CMake configures and builds in $BUILD_DIR (with the tests, which ctest runs
-#    there), the wheel lands in $BUILD_DIR/dist.
-say "building in $BUILD_DIR"
+#    there), the wheel lands in $BUILD_DIR/dist. Through ccache when installed: a clone of sources
+#    built before compiles nothing again (scripts/compiler-cache.sh).
+. "$ROOT/scripts/compiler-cache.sh"
+say "building in $BUILD_DIR${CMAKE_CXX_COMPILER_LAUNCHER:+ (through $CMAKE_CXX_COMPILER_LAUNCHER)}"
 mkdir -p "$BUILD_DIR/dist"
 rm -f "$BUILD_DIR"/dist/acspeed-*.whl
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} "$PYTHON" -m pip wheel -q --disable-pip-version-check \

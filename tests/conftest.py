@@ -1,8 +1,10 @@
 """Shared pytest fixtures. Tests import acspeed from this checkout's python/ folder (not an installed
 copy) and find C++ binaries in the build folder named by ACSPEED_BUILD_DIR (default: build/), executables in
 its bin/ and the wheel scripts/setup.sh built in its dist/."""
+import dataclasses
 import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -54,3 +56,34 @@ def isolated_store(tmp_path, monkeypatch) -> pathlib.Path:
     db = tmp_path / "acspeed.db"
     monkeypatch.setenv("ACSPEED_DB", str(db))
     return db
+
+
+# The real tuning session the tests that only read a tuned store share (tests/tuner/test_tune.py,
+# tests/report/test_report_cli.py): acspeed-tune with 2 torchrun ranks (gloo) on
+# tests/tuner/tiny_models.py's mlp, 4 configs (bucket 1, 25 MiB x streams 1, 2), grid, seed 7. A stale
+# NNODES=3 in the tuner's environment: the workers count nodes by their launch (--nnodes 1).
+TUNED_ARGS = ("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce", "--streams", "1,2",
+              "--strategy", "grid", "--warmup", "1", "--steps", "4", "--repeats", "3", "--nproc-per-node", "2",
+              "--seed", "7")
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedStore:
+    db: pathlib.Path                 # the store the session wrote: read it, never write it (copy it first)
+    tuned: subprocess.CompletedProcess  # acspeed-tune's exit status, stdout and stderr
+
+
+@pytest.fixture(scope="session")
+def tuned_store(tune_binary, tmp_path_factory) -> TunedStore:
+    """One real tuning session (TUNED_ARGS) for the whole run: it costs ~15 s of two cores, so the tests
+    that only read what a tuner stores share it instead of tuning again."""
+    db = tmp_path_factory.mktemp("tuned") / "acspeed.db"
+    env = dict(os.environ, ACSPEED_PYTHON=sys.executable, NNODES="3",
+               PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "tuner"), os.environ["PYTHONPATH"]]))
+    env.pop("ACSPEED_DB", None)
+    tuned = subprocess.run([str(tune_binary), "--db", str(db), *TUNED_ARGS], capture_output=True, text=True,
+                           timeout=300, env=env)
+    if tuned.returncode != 0:
+        pytest.fail(f"acspeed-tune {' '.join(TUNED_ARGS)} exited {tuned.returncode}:\n"
+                    f"{tuned.stdout[-3000:]}\n{tuned.stderr[-3000:]}")
+    return TunedStore(db, tuned)

@@ -10,6 +10,7 @@
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
+#include "acspeed/tuner/effective_speedup.h"
 #include "acspeed/tuner/step_model.h"
 #include "cli.h"
 
@@ -116,6 +117,12 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   for (const auto& warning : r.warnings) fmt::print("warning: {}\n", warning);
   fmt::print("DDP knobs and hook: {}\nconfig: {}\n", r.config.describe(), config_to_json(r.config, 2));
   fmt::print("comm hook: {}\n", r.config.needs_comm_hook() ? "acspeed hook registered" : "none (DDP's built-in allreduce)");
+  if (r.decision) {
+    if (const auto speedups = tuner::speedups_of_evidence(r.decision->evidence_json)) {
+      fmt::print("decision #{} speedups (effective = step speedup / step inflation): {}\n", r.decision->id,
+                 speedups->describe());
+    }
+  }
   explain_prediction(global, r);
   return r.source == ResolveSource::kError ? kExitFailure : kExitOk;
 }

@@ -7,9 +7,9 @@
 
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/link_rate.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
-#include "acspeed/testbed/profile.h"
 #include "acspeed/tuner/step_model.h"
 #include "acspeed/tuner/trial_metrics.h"
 #include "cli.h"
@@ -32,18 +32,6 @@ std::vector<std::string> split_list(const std::string& text) {
     start = comma + 1;
   }
   return out;
-}
-
-// The nominal rate of the link the session was calibrated on, when its instance type says it
-// (acspeed-testbed's "testbed-2x1@1gbit").
-std::optional<int64_t> calibration_link_bps(const std::string& instance_type) {
-  const std::string prefix = "testbed-";
-  if (instance_type.rfind(prefix, 0) != 0) return std::nullopt;
-  try {
-    return testbed::parse_profile(instance_type.substr(prefix.size())).rate_bps;
-  } catch (const InvalidArgument&) {
-    return std::nullopt;  // an instance type that only looks like a profile
-  }
 }
 
 struct Row {
@@ -83,7 +71,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
   std::vector<std::optional<int64_t>> links = {std::nullopt};  // nullopt: the calibration link
   if (vm.count("link")) {
     links.clear();
-    for (const auto& text : split_list(vm["link"].as<std::string>())) links.push_back(testbed::parse_rate("--link", text));
+    for (const auto& text : split_list(vm["link"].as<std::string>())) links.push_back(parse_rate("--link", text));
   }
   std::vector<int> node_counts;  // empty: the session's
   if (vm.count("nnodes")) {
@@ -110,7 +98,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
                                 "machine's",
                                 session.id, session.instance_type, here));
   }
-  const auto nominal = calibration_link_bps(session.instance_type);
+  const auto nominal = testbed_link_bps(session.instance_type);
   const double fitted_bps = model.pooled ? model.pooled->bytes_per_s * 8 : 0;
   if (!nominal && model.pooled && vm.count("link")) {
     notes.push_back(fmt::format("the calibration link's nominal rate is unknown (not an acspeed-testbed instance "
@@ -208,7 +196,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
     fmt::print("calibration: compute {} (forward + optimizer {}), link {:.0f} Mbit/s measured{}, latency {} per "
                "collective\n",
                tuner::format_seconds(*model.compute_s), tuner::format_seconds(model.serial_s.value_or(0)),
-               fitted_bps / 1e6, nominal ? fmt::format(" on a {} link", testbed::format_rate(*nominal)) : "",
+               fitted_bps / 1e6, nominal ? fmt::format(" on a {} link", format_rate(*nominal)) : "",
                tuner::format_seconds(model.pooled->latency_s));
   }
   Table table({"config", "link (Gbit/s)", "nodes", "ranks/node", "step (ms)", "bound (ms)", "efficiency",

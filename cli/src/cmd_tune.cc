@@ -38,6 +38,7 @@ std::string usage() {
       "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
       "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] {}"
+      "[--data pkg.module:function] [--trajectory-steps T] "
       "[--strategy auto|model|descent|grid] [--seed N] [--trial-timeout S] [--loss-tolerance X] [--share-gpus] [--dry-run]\n"
       "       acspeed-tune [tune] --resume SESSION [--budget-minutes M] [--dry-run]",
       join(precision_names(), "|"), knob_options);
@@ -71,6 +72,13 @@ po::options_description tune_options() {
       ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str());
   for (const auto& knob : tuner::knobs()) o.add_options()(knob.option.c_str(), po::value<std::string>(), knob.help().c_str());
   o.add_options()
+      ("data", po::value<std::string>(), "pkg.module:function, called on every rank as function(rank, world_size, "
+       "batch_size) and returning an iterable of (inputs, targets) torch tensors (batch_size rows; targets: integer "
+       "class indices, or floats of the model output's shape): the batches of the trials, the gradient-fidelity "
+       "window and, with --compression, the convergence guard's trajectories (its first T items). Default: the "
+       "model's make_batch, and a synthetic stream with labels from a fixed random teacher for the trajectories")
+      ("trajectory-steps", po::value<std::string>(), "compression: steps T of the convergence guard's loss "
+       "trajectories, one compressed per numerics and one uncompressed, apart from the timed steps (default 60)")
       ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")
       ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
@@ -172,6 +180,15 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.budget_minutes = float_option(vm, "budget-minutes", o.budget_minutes, 0, 1e6);
   o.trial_timeout_s = int_option(vm, "trial-timeout", o.trial_timeout_s, 5, 86400);
   o.loss_tolerance = float_option(vm, "loss-tolerance", o.loss_tolerance, 0, 10);
+  o.trajectory_steps = int_option(vm, "trajectory-steps", o.trajectory_steps, 12, 100000);
+  if (vm.count("data")) {
+    o.data = text_of(vm, "data");
+    const auto colon = o.data.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == o.data.size() || o.data.front() == '-') {
+      ACS_THROW(InvalidArgument, "--data '{}' is not accepted (accepted: pkg.module:function returning an iterable of "
+                "(inputs, targets) for (rank, world_size, batch_size))", o.data);
+    }
+  }
   if (vm.count("seed")) {
     o.seed = static_cast<uint64_t>(int_option(vm, "seed", 0, 0, std::numeric_limits<int>::max()));
   } else {

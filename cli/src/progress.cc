@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/comm_methods.h"
 #include "table.h"
 
 namespace acspeed::cli {
@@ -56,7 +57,7 @@ void Progress::trial_finished(const tuner::TrialEvent& t) {
   if (t.status == "ok") {
     line += fmt::format(" p50 {}  {:.1f}/s per device", tuner::format_seconds(t.metrics.p50_s), t.metrics.samples_per_s);
     if (t.metrics.exposed_comm_s) line += fmt::format("  exposed comm {}", tuner::format_seconds(*t.metrics.exposed_comm_s));
-    if (t.metrics.compression_s) line += fmt::format("  powersgd compute {}", tuner::format_seconds(*t.metrics.compression_s));
+    if (t.metrics.compression_s) line += fmt::format("  {} compute {}", own_compute_names(false), tuner::format_seconds(*t.metrics.compression_s));
     if (t.bound_s && t.metrics.p50_s > 0) {
       line += fmt::format("  bound {} (efficiency {:.0f}%)", tuner::format_seconds(*t.bound_s),
                           100 * *t.bound_s / t.metrics.p50_s);

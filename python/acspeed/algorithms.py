@@ -22,6 +22,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
+from . import _runtime
 from .collectives import Collectives
 from .lanes import Lane
 
@@ -32,6 +33,12 @@ Phase = Optional[Callable[[object], object]]  # group -> the backend's Work (asy
 class Algorithm:
     name = ""
     roles: Tuple[str, ...] = ()       # the role of each phase's group (lanes.ROLES)
+
+    @property
+    def by_node(self) -> bool:
+        """Works node by node (intra-node, then among the nodes): the runtime's algorithm table
+        (runtime/include/acspeed/comm_methods.h) says so, not the name."""
+        return _runtime.core().ALGORITHMS[self.name].by_node
 
     def divisor(self, coll: Collectives, lane: Lane, dtype: torch.dtype) -> int:
         """The buffer is padded to a multiple of this."""

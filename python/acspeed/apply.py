@@ -78,7 +78,9 @@ def _first_bucket_mb(arguments: dict, parameters, config: "CommConfig", notes: l
         notes.append("first_bucket_mb not applied: you passed bucket_cap_mb_list")
         return None
     cap = arguments.get("bucket_cap_mb")
-    cap_mb = cap if cap is not None else getattr(torch.nn.parallel.distributed, "_DEFAULT_BUCKET_CAP_MB", 25)
+    cap_mb = cap
+    if cap_mb is None:  # torch's own constant where it has one, else the runtime's (config.h)
+        cap_mb = getattr(torch.nn.parallel.distributed, "_DEFAULT_BUCKET_CAP_MB", _runtime.core().DDP_DEFAULT_BUCKET_MB)
     if first > cap_mb:  # DDP (and torch.compile's DDPOptimizer) want the first bucket <= the others
         notes.append(f"first_bucket_mb {first:g} not applied: larger than the bucket cap {cap_mb:g} MiB")
         return None
@@ -108,9 +110,10 @@ def _hook_blocker(ddp, group) -> Optional[str]:
     return None
 
 
-def _report(found: decision.Decision, notes: list) -> None:
+def _report(found: decision.Decision, notes: list, trouble: bool = False) -> None:
+    """One line on rank 0; a warning when something went wrong (`trouble`: the hook's setup failed)."""
     line = "; ".join([found.message] + found.warnings + notes)
-    if found.source == "error" or found.warnings:
+    if trouble or found.source == "error" or found.warnings:
         _log.warn(line)
     else:
         _log.info(line)
@@ -150,6 +153,7 @@ def construct(original, signature, ddp, args, kwargs) -> None:
         original(ddp, *args, **kwargs)
         return
     notes: list = []
+    trouble = False
     del arguments["self"]
     first_bucket_mb = _set_knobs(arguments, signature.parameters, config, notes)
     with _first_bucket(first_bucket_mb):
@@ -168,7 +172,8 @@ def construct(original, signature, ddp, args, kwargs) -> None:
                     raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): could not set up acspeed's comm hook ({error})") \
                         from error
                 notes.append(f"could not set up acspeed's comm hook ({error}): DDP's built-in allreduce is used")
-    _report(found, notes)
+                trouble = True
+    _report(found, notes, trouble)
 
 
 @contextlib.contextmanager

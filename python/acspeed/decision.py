@@ -38,7 +38,7 @@ def precision() -> str:
 
 @dataclasses.dataclass
 class Decision:
-    """Pickled for the broadcast: the config travels as its schema-v1 JSON (CommConfig's pickle)."""
+    """Pickled for the broadcast: the config travels as its JSON (CommConfig's pickle)."""
     source: str                      # resolve()'s sources, plus "error" for a problem on the Python side
     config: Optional["CommConfig"]   # the validated config to apply; None leaves DDP untouched
     message: str                     # the one line rank 0 logs

@@ -41,16 +41,20 @@ import torch.distributed as dist
 from . import _log, _runtime, decision, powersgd, scaler
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
-from .collectives import Collectives
+from .collectives import PROBES, Collectives
 from .issue import Job, block_stream, issuer_for
 from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, describe_failures
 
 if TYPE_CHECKING:
     from ._core import CommConfig
 
-# A config's compression (validated by the runtime) as the dtype gradients travel in; None: uncompressed
-# (powersgd: low-rank factors in the gradients' dtype, see powersgd.py).
-_COMPRESSION_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16, "powersgd": None}
+
+def _wire_dtype(config: "CommConfig") -> Optional[torch.dtype]:
+    """The dtype a cast compression (fp16, bf16) sends buckets in, from the runtime's compression table
+    (runtime/include/acspeed/comm_methods.h); None: the gradients' own (uncompressed, or a low-rank
+    compression's factors, see powersgd.py)."""
+    name = config.compression_info.cast_dtype
+    return getattr(torch, name) if name else None
 
 
 def _nonfinite(tensor: torch.Tensor) -> torch.Tensor:
@@ -88,6 +92,29 @@ class _Guarded:
             self.ready.record()
             return True
         return bool(flag)
+
+
+class _LocalGraph(torch.autograd.Function):
+    """backward(create_graph=True): DDP copies gradients that carry a graph into the bucket, so the
+    buffer the hook gets requires grad, and autograd refuses the hook's in-place and out= operations
+    on it and on its views. The hook reduces a detached alias instead; what it hands back to DDP holds
+    the reduced values with the graph DDP's own allreduce (and torch's allreduce_hook) leave on it:
+    the local gradients divided by the world size (higher-order gradients are not synchronised
+    across ranks, as torch warns), so second-order gradients are plain DDP's."""
+
+    @staticmethod
+    def forward(ctx, local: torch.Tensor, reduced: torch.Tensor, world_size: int) -> torch.Tensor:
+        ctx.world_size = world_size
+        return reduced.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad / ctx.world_size, None, None
+
+
+def _with_local_graph(local: torch.Tensor, reduced: torch.Tensor, world_size: int) -> torch.Tensor:
+    with torch.enable_grad():  # the callback may run on a backend thread
+        return _LocalGraph.apply(local, reduced, world_size)
 
 
 class HookState:
@@ -135,10 +162,10 @@ class HookState:
                       f"groups, on NCCL communicators with their own GPU buffers): using {MAX_LANES}",
                       once=("max-lanes", streams))
             streams = MAX_LANES
-        topology = Topology.discover(group, device) if config.algorithm == "hierarchical" else None
+        topology = Topology.discover(group, device) if config.algorithm_info.by_node else None
         psgd = None
         roles = algorithm.roles
-        if config.compression == "powersgd":
+        if config.compression_info.form == "low_rank":  # powersgd.py is the low-rank compression
             psgd = powersgd.PowerSgd(config.powersgd_rank, config.powersgd_start_step,
                                      len(topology.nodes) if topology is not None else 1)
             roles = powersgd.roles(algorithm)
@@ -153,10 +180,15 @@ class HookState:
             if failed:
                 raise RuntimeError(describe_failures(failed))
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
-            wanted = _COMPRESSION_DTYPES[config.compression]
-            needs_probe = config.algorithm != "allreduce" or wanted is not None
-            collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device) \
-                if needs_probe else Collectives(native={})
+            wanted = _wire_dtype(config)
+            ops = ("all_reduce",) if config.algorithm == "allreduce" else PROBES
+            collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
+            # What the hook cannot build from anything else: an asynchronous all-reduce with a future of
+            # the gradients' dtypes (some backends' Work has none), and hierarchical's reduce/broadcast.
+            needed = ("all_reduce", "reduce", "broadcast") if algorithm.by_node else ("all_reduce",)
+            missing = collectives.missing(needed, dtypes)
+            if missing is not None:
+                raise RuntimeError(f"the {backend} backend's asynchronous {missing}")
         except BaseException:
             close_lanes(lanes)
             raise
@@ -193,6 +225,9 @@ class HookState:
             self._guard = (self.compression is not None or self._compressing) and \
                 not scaler.in_use(self.device.type, decision.precision())
         flat = bucket.buffer()
+        local = None
+        if flat.requires_grad:  # backward(create_graph=True): reduce a detached alias (see _LocalGraph)
+            local, flat = flat, flat.detach()
         lane = lanes[index % len(lanes)]
         result = torch.futures.Future(devices=[flat.device]) if flat.is_cuda else torch.futures.Future()
         with self.issuer.context(lane):
@@ -205,6 +240,8 @@ class HookState:
             self.issuer.start(job)
         if bucket.is_last():
             self._end_step(index + 1)
+        if local is not None:
+            return result.then(lambda done: _with_local_graph(local, done.value(), self.world_size))
         return result
 
     def _check_order(self, index: int) -> None:
@@ -264,7 +301,7 @@ class HookState:
         """The bucket's compressed reduction, or None when it takes the plain path: no gradient of
         two or more dimensions in it, or (hierarchical) no inter-node step to compress."""
         psgd = self.powersgd
-        if self.algorithm.name == "hierarchical" and psgd.nodes < 2:
+        if self.algorithm.by_node and psgd.nodes < 2:
             return None
         layout = powersgd.Layout.of([(self.param_names.get(id(p), f"bucket{index}.{k}"), tuple(p.shape))
                                      for k, p in enumerate(bucket.parameters())], psgd.rank)
@@ -276,7 +313,7 @@ class HookState:
             return None
         me = dist.get_rank()
         leader = me
-        if self.algorithm.name == "hierarchical":
+        if self.algorithm.by_node:
             if lane.leader is not None:
                 leader = lane.leader
             elif lane.intra is not None:
@@ -291,7 +328,7 @@ class HookState:
         # The guard (no GradScaler): a bucket whose factors are not finite keeps its raw gradients and is
         # reduced again uncompressed. Not for hierarchical: its intra-node reduce consumed the raw gradients.
         guarded = _Guarded(job=None, flat=flat, unpack=lambda: None) \
-            if self._guard and self.algorithm.name != "hierarchical" else None
+            if self._guard and not self.algorithm.by_node else None
 
         def finish() -> Optional[torch.Tensor]:
             bad = decompress(guarded is not None)
@@ -372,9 +409,16 @@ def comm_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future
     return state.run(bucket)
 
 
+# DDP model -> its HookState. Not an attribute of the model: DDP pickles its __dict__ (deepcopy,
+# torch.save), and a copy must hold no process group, lock or stream of acspeed's (README.md,
+# "DDP's own code paths").
+_STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def state_of(ddp) -> Optional[HookState]:
-    """The acspeed hook state of a DDP model, or None when acspeed registered no hook on it."""
-    return getattr(ddp, "_acspeed_hook_state", None)
+    """The acspeed hook state of a DDP model, or None when acspeed registered no hook on it (also
+    on a copy of one: copies reduce with DDP's built-in allreduce)."""
+    return _STATES.get(ddp)
 
 
 def attach_observer(ddp, observer) -> None:
@@ -397,7 +441,11 @@ def install(ddp, config: "CommConfig", group) -> HookState:
     except BaseException:
         state.close()
         raise
-    ddp._acspeed_hook_state = state
+    # DDP lists registered hooks in _comm_hooks (pickled with the model; run per parameter by its Python
+    # reducer): acspeed's hook is not the user's, so it stays out of that list, as DDP's built-in one does.
+    if getattr(ddp, "_comm_hooks", None):
+        ddp._comm_hooks = [(hook, hook_state) for hook, hook_state in ddp._comm_hooks if hook is not comm_hook]
+    _STATES[ddp] = state
     weakref.finalize(ddp, state.close)
     return state
 

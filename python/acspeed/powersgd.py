@@ -230,14 +230,14 @@ class PowerSgd:
 
 def roles(algorithm) -> Tuple[str, ...]:
     """The lane slots a PowerSGD config needs with `algorithm`."""
-    if algorithm.name == "hierarchical":
+    if algorithm.by_node:
         return ("intra", "inter", "inter", "inter", "intra")
     return tuple(algorithm.roles) + ("all", "all")
 
 
 def plain_phases(algorithm, phases: list) -> list:
     """The algorithm's own phases placed in a PowerSGD config's slots (see roles)."""
-    if algorithm.name == "hierarchical":
+    if algorithm.by_node:
         return phases[:2] + [None, None] + phases[2:]
     return phases + [None, None]
 
@@ -259,7 +259,7 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
     keep_raw is true, still the raw gradients. `leader`: hierarchical only, the global rank that
     takes part in the inter-node step for this rank's node (every rank: itself for the flat
     algorithms). `nonfinite(tensor)`: the 0-d NaN/Inf flag of a tensor (hooks.py's guard's)."""
-    hierarchical = algorithm.name == "hierarchical"
+    hierarchical = algorithm.by_node
     # The ranks that factor (see "hierarchical" above): every rank, or the nodes' leaders.
     factoring = psgd.nodes if hierarchical else world_size
     work = work_dtype(flat.dtype)

@@ -54,14 +54,16 @@ def failed(trial_id: int, error: str) -> dict:
 
 # tuner -> worker
 def trial(trial_id: int, config: dict, warmup: int, steps: int, mode: Optional[str] = None,
-          fidelity_steps: Optional[int] = None) -> dict:
+          fidelity_steps: Optional[int] = None, trajectory_steps: Optional[int] = None) -> dict:
     """One trial of `config` (CommConfig JSON as an object); mode absent = "ddp"; fidelity_steps
-    absent = 0."""
+    and trajectory_steps absent = 0."""
     message = _message("trial", id=trial_id, config=config, warmup=warmup, steps=steps)
     if mode is not None:
         message["mode"] = mode
     if fidelity_steps is not None:
         message["fidelity_steps"] = fidelity_steps
+    if trajectory_steps is not None:
+        message["trajectory_steps"] = trajectory_steps
     return message
 
 

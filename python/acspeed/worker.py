@@ -15,6 +15,14 @@ over ranks), the loss of every step (mean over ranks; same weights and batch eve
 trajectories of two configs are comparable), whether every loss stayed finite, and the probe
 breakdown (acspeed.probes) when the probes are built.
 
+A trial request may ask for a loss trajectory (`trajectory_steps` T > 0; the tuner asks once per
+numerics of a compressed config, and once uncompressed, see tuner/src/convergence_guard.h): after
+the trial (and its fidelity window), the model gets its initial weights back and is wrapped again
+with the trial's config, compressing from the first step (PowerSGD's start step set to 0), and
+trains T steps on T distinct batches per rank (acspeed.batches: `--data`, or a learnable synthetic
+stream), the same sequence for every trajectory; the loss of each step (mean over ranks) is
+reported as "trajectory". All batches are made when the workers start, before any trial.
+
 A trial request may ask for a gradient-fidelity window (`fidelity_steps` > 0; the tuner asks once per
 numerics of a compressed config, see tuner/src/convergence_guard.h): after the timed steps, with the
 weights held still, the exact average of the local gradients is all-reduced once on the control
@@ -57,7 +65,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _log, _probes, _runtime, powersgd, protocol, share_gpus
+from acspeed import _log, _probes, _runtime, batches, powersgd, protocol, share_gpus
 
 _PR_SET_PDEATHSIG = 1
 
@@ -78,6 +86,10 @@ def _parse_args(argv):
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--precision", choices=_runtime.core().PRECISIONS, default="fp32")
+    parser.add_argument("--data", help="pkg.module:function (rank, world_size, batch_size) -> iterable of "
+                        "(inputs, targets): the batches of the trials and trajectories (acspeed.batches)")
+    parser.add_argument("--trajectory-steps", type=int, default=0, help="steps of the convergence guard's "
+                        "trajectories: the batches made at start-up")
     parser.add_argument("--control", help="the tuner's Unix socket (rank 0 only)")
     parser.add_argument("--log-prefix", help="each rank logs to PREFIX-rankR.log, its trial error to "
                         "PREFIX-rankR.failed.json")
@@ -160,10 +172,25 @@ class Trainer:
         model, make_batch = _build_model(args.model, args.image_size)
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
         self.model = model.to(device=device, dtype=dtype) if dtype else model.to(device)
-        inputs, targets = make_batch(args.batch_size)
-        if dtype is not None and inputs.is_floating_point():
-            inputs = inputs.to(dtype)
+        # Every batch of the trials and trajectories, made now (acspeed.batches), on the CPU; the
+        # trials' one lives on the device.
+        count = max(1, args.trajectory_steps)
+        if args.data:
+            stream = batches.from_data(args.data, dist.get_rank(), dist.get_world_size(), args.batch_size, count)
+            first = stream[0]
+        else:
+            first = make_batch(args.batch_size)
+            stream = batches.synthetic(first, count, dist.get_rank())
+
+        def cast(batch):
+            inputs, targets = batch
+            return (inputs.to(dtype) if dtype is not None and inputs.is_floating_point() else inputs), targets
+
+        self.stream = [cast(batch) for batch in stream[:args.trajectory_steps]]
+        inputs, targets = cast(first)
         self.inputs, self.targets = inputs.to(device), targets.to(device)
+        if args.data:
+            batches.check_model_fits(args.data, self.model, (self.inputs, self.targets), _loss)
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.ddp = None
         self.probe = None
@@ -233,6 +260,33 @@ class Trainer:
                 "fidelity_norm_error": abs(float(compressed_sum.norm()) - exact_sum_norm) / max(exact_sum_norm, 1e-300),
                 "fidelity_step_cosine_min": min(cosines), "fidelity_steps": steps}
 
+    def _trajectory(self, config, control_group, steps: int):
+        """The loss trajectory (mean over ranks per step) of `steps` steps on the batch stream from the
+        initial weights with `config` (a CommConfig), compressing from the first step; None when a
+        loss became NaN/Inf."""
+        if config.compression_info.ranked and config.powersgd_start_step != 0:
+            fields = json.loads(config.to_json())
+            fields["powersgd_start_step"] = 0
+            config, _ = _runtime.core().CommConfig.from_json(json.dumps(fields))
+        self._rewrap(config, "ddp")
+        optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
+        scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
+        losses = []
+        for inputs, targets in self.stream[:steps]:
+            inputs, targets = inputs.to(self.device), targets.to(self.device)
+            optimizer.zero_grad(set_to_none=True)
+            with self._autocast():
+                loss = _loss(self.ddp(inputs), targets)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            losses.append(float(loss.detach()))
+        trajectory = torch.tensor(losses, dtype=torch.float64)
+        finite = torch.tensor([1.0 if all(math.isfinite(x) for x in losses) else 0.0], dtype=torch.float64)
+        dist.all_reduce(trajectory, op=dist.ReduceOp.SUM, group=control_group)
+        dist.all_reduce(finite, op=dist.ReduceOp.MIN, group=control_group)
+        return (trajectory / dist.get_world_size()).tolist() if finite.item() > 0 else None
+
     def run(self, request: dict, control_group) -> dict:
         config = _trial_config(request)
         mode = request.get("mode", "ddp")
@@ -244,7 +298,7 @@ class Trainer:
         optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
         scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
         warmup, steps = int(request["warmup"]), int(request["steps"])
-        if config.compression == "powersgd":
+        if config.compression_info.ranked:  # uncompressed before its start step: time compressed steps
             warmup = max(warmup, config.powersgd_start_step + 2)
         times, losses = [], []
         cores = sorted(os.sched_getaffinity(0))
@@ -311,8 +365,18 @@ class Trainer:
                 result.update(bucket_count=len(summary["buckets"]),
                               bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
         fidelity_steps = int(request.get("fidelity_steps", 0))
-        if fidelity_steps > 0 and config.compression != "none" and result["finite"]:
+        if fidelity_steps > 0 and config.compression_info.changes_numerics and result["finite"]:
             result.update(self._fidelity(scaler, control_group, fidelity_steps))
+        trajectory_steps = int(request.get("trajectory_steps", 0))
+        if trajectory_steps > len(self.stream):
+            raise ValueError(f"trajectory of {trajectory_steps} steps asked, the workers made {len(self.stream)} "
+                             f"batches (--trajectory-steps)")
+        if trajectory_steps > 0 and result["finite"]:
+            trajectory = self._trajectory(config, control_group, trajectory_steps)
+            if trajectory is None:  # JSON has no NaN
+                result["trajectory_finite"] = False
+            else:
+                result["trajectory"] = trajectory
         if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
             result.pop("loss_first")
             result.pop("loss")
@@ -428,7 +492,7 @@ def main(argv=None) -> int:
         print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}\n{traceback.format_exc()}",
               file=sys.stderr, flush=True)
         if control is not None:
-            usage = isinstance(error, ModelSpecError)
+            usage = isinstance(error, (ModelSpecError, batches.DataSpecError))
             control.send(protocol.fatal(str(error) if usage else _error_text(error), usage))
         return 1
     if control is not None:

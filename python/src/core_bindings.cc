@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/config.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
@@ -78,6 +79,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.attr("__version__") = ACSPEED_VERSION;
   m.attr("CONFIG_SCHEMA_VERSION") = kConfigSchemaVersion;
+  m.attr("DDP_DEFAULT_BUCKET_MB") = kDdpDefaultBucketMb;
   py::class_<NcclRule>(m, "NcclRule", "One NCCL tuning rule of a CommConfig (read-only).")
       .def_readonly("collective", &NcclRule::collective)
       .def_readonly("min_bytes", &NcclRule::min_bytes)
@@ -85,12 +87,41 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("algorithm", &NcclRule::algorithm)
       .def_readonly("protocol", &NcclRule::protocol)
       .def_readonly("channels", &NcclRule::channels);
+  py::class_<AlgorithmInfo>(m, "AlgorithmInfo",
+                            "An algorithm's row of runtime/include/acspeed/comm_methods.h (read-only).")
+      .def_property_readonly("name", [](const AlgorithmInfo& a) { return std::string(a.name); })
+      .def_readonly("by_node", &AlgorithmInfo::by_node);
+  py::class_<CompressionInfo>(m, "CompressionInfo",
+                              "A compression's row of runtime/include/acspeed/comm_methods.h (read-only); form is "
+                              "as_is, cast or low_rank.")
+      .def_property_readonly("name", [](const CompressionInfo& c) { return std::string(c.name); })
+      .def_property_readonly("display_name", [](const CompressionInfo& c) { return std::string(c.display_name); })
+      .def_property_readonly("form", [](const CompressionInfo& c) {
+        switch (c.form) {
+          case WireForm::kAsIs: return "as_is";
+          case WireForm::kCast: return "cast";
+          case WireForm::kLowRank: return "low_rank";
+        }
+        return "as_is";
+      })
+      .def_property_readonly("cast_dtype", [](const CompressionInfo& c) { return std::string(c.cast_dtype); })
+      .def_readonly("cast_bytes", &CompressionInfo::cast_bytes)
+      .def_readonly("changes_numerics", &CompressionInfo::changes_numerics)
+      .def_readonly("own_compute", &CompressionInfo::own_compute)
+      .def_readonly("collectives_per_bucket", &CompressionInfo::collectives_per_bucket)
+      .def_readonly("ranked", &CompressionInfo::ranked);
+  py::dict algorithm_table, compression_table;
+  for (const auto& a : algorithms()) algorithm_table[py::str(std::string(a.name))] = py::cast(a, py::return_value_policy::reference);
+  for (const auto& c : compressions()) compression_table[py::str(std::string(c.name))] = py::cast(c, py::return_value_policy::reference);
+  m.attr("ALGORITHMS") = algorithm_table;
+  m.attr("COMPRESSIONS") = compression_table;
   py::class_<CommConfig>(m, "CommConfig",
                          "The C++ communication config (runtime/include/acspeed/config.h), validated; read-only. "
                          "CommConfig() is DDP's defaults; CommConfig.from_json(text) -> (config, warnings).")
       .def(py::init<>())
       .def_static("from_json", &typed_config, py::arg("text"),
-                  "Parses and validates schema-v1 JSON; returns (config, warnings). ValueError names a bad value.")
+                  "Parses and validates config JSON (schema 1 or 2, runtime/CONFIG.md); returns (config, warnings). "
+                  "ValueError names a bad value.")
       .def("to_json", [](const CommConfig& c, int indent) { return config_to_json(c, indent); },
            py::arg("indent") = -1)
       .def_property_readonly("bucket_cap_mb", [](const CommConfig& c) { return c.bucket_cap_mb; })
@@ -101,6 +132,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("powersgd_rank", &CommConfig::powersgd_rank)
       .def_readonly("powersgd_start_step", &CommConfig::powersgd_start_step)
       .def_property_readonly("compression", [](const CommConfig& c) { return std::string(to_string(c.compression)); })
+      .def_property_readonly("algorithm_info", [](const CommConfig& c) { return &info(c.algorithm); },
+                             py::return_value_policy::reference)
+      .def_property_readonly("compression_info", [](const CommConfig& c) { return &info(c.compression); },
+                             py::return_value_policy::reference)
       .def_readonly("nccl_rules", &CommConfig::nccl_rules)
       .def("describe", &CommConfig::describe)
       .def("needs_comm_hook", &CommConfig::needs_comm_hook)

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/strings.h"
 #include "render.h"
 #include "svg.h"
@@ -18,7 +19,6 @@
 namespace acspeed::report {
 namespace {
 
-constexpr double kDdpDefaultBucketMb = 25.0;  // DDP's bucket_cap_mb when the config leaves it unset
 // Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7F7F7F", "#000000"};
 constexpr const char* kComputeColour = "#0072B2";
@@ -47,7 +47,7 @@ std::vector<double> axis_ticks(double lo, double hi, bool from_zero) {
 
 std::string series_label(const CommConfig& c) {
   std::string label = fmt::format("{}, {} stream{}", to_string(c.algorithm), c.streams, c.streams == 1 ? "" : "s");
-  if (c.compression != Compression::kNone) label += fmt::format(", {}", to_string(c.compression));
+  if (changes_numerics(c)) label += fmt::format(", {}", to_string(c.compression));
   if (c.gradient_as_bucket_view.value_or(false)) label += ", grad-as-bucket-view";
   return label;
 }
@@ -297,14 +297,15 @@ std::string bound_chart(const Report& r) {
   return svg.str();
 }
 
-// The loss of every step of the search trials the convergence guard judged, against the uncompressed
-// search trials (the guard's reference: same weights and batches), on a log scale.
+// The loss trajectories the convergence guard judged (one per numerics, compressed from the first
+// step) against the uncompressed one (same weights, same batches), on a log scale.
 std::string loss_chart(const Report& r) {
   std::vector<const TrialSummary*> shown;
   bool judged = false;
   for (const auto& t : r.trials) {
-    if (t.record.role != "search" || t.metrics.losses.empty() || !t.config) continue;
-    const bool compressed = t.config->compression != Compression::kNone;
+    // Each trajectory once: the trial that measured it (the others name it in trajectory_trial).
+    if (t.metrics.trajectory.empty() || t.metrics.trajectory_trial || !t.config) continue;
+    const bool compressed = changes_numerics(*t.config);
     if (compressed && t.metrics.guard.is_null()) continue;
     judged = judged || compressed;
     shown.push_back(&t);
@@ -314,8 +315,8 @@ std::string loss_chart(const Report& r) {
   size_t steps = 0;
   bool first = true;
   for (const auto* t : shown) {
-    steps = std::max(steps, t->metrics.losses.size());
-    for (double loss : t->metrics.losses) {
+    steps = std::max(steps, t->metrics.trajectory.size());
+    for (double loss : t->metrics.trajectory) {
       if (!(loss > 0) || !std::isfinite(loss)) continue;
       lo = first ? loss : std::min(lo, loss);
       hi = first ? loss : std::max(hi, loss);
@@ -337,23 +338,27 @@ std::string loss_chart(const Report& r) {
     svg.text(kLeft - 6, y(decade) + 4, tick_label(decade), {"end", 11});
   }
   svg.line(kLeft, kTop + kPlotH, kLeft + kPlotW, kTop + kPlotH, "#555");
-  svg.text(kLeft + kPlotW / 2, kTop + kPlotH + 40, "step (warm-up included); loss, mean over ranks, log scale",
+  svg.text(kLeft + kPlotW / 2, kTop + kPlotH + 40,
+           "trajectory step (compression from the first); loss, mean over ranks, log scale",
            {"middle", 12});
   for (size_t i = 0; i < shown.size(); ++i) {
     const auto* t = shown[i];
     std::vector<std::pair<double, double>> points;
-    for (size_t k = 0; k < t->metrics.losses.size(); ++k) {
-      const double loss = t->metrics.losses[k];
+    for (size_t k = 0; k < t->metrics.trajectory.size(); ++k) {
+      const double loss = t->metrics.trajectory[k];
       if (loss > 0 && std::isfinite(loss)) points.emplace_back(x(static_cast<double>(k)), y(loss));
     }
     svg.polyline(points, colour(i), 1.5);
     const double legend_y = kTop + 14 + 18 * static_cast<double>(i);
     svg.line(kLeft + kPlotW + 14, legend_y - 4, kLeft + kPlotW + 34, legend_y - 4, colour(i), 3);
-    const bool compressed = t->config->compression != Compression::kNone;
+    const bool compressed = changes_numerics(*t->config);
     svg.text(kLeft + kPlotW + 40, legend_y,
-             fmt::format("#{} {}{}", t->record.ordinal, t->config->describe(),
-                         compressed ? (t->metrics.guard.value("passed", false) ? " (guard: pass)" : " (guard: fail)")
-                                    : " (uncompressed)"),
+             fmt::format("#{} {}{}{}", t->record.ordinal, t->config->describe(),
+                         compressed ? (t->metrics.guard.value("passed", false) ? " (guard: pass" : " (guard: fail")
+                                    : " (uncompressed)",
+                         compressed && t->metrics.inflation
+                             ? fmt::format(", inflation {})", t->metrics.inflation->describe())
+                             : std::string(compressed ? ")" : "")),
              {"start", 11});
   }
   return svg.str();

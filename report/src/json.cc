@@ -2,6 +2,7 @@
 // docs/report-format.md. Times are seconds, rates per second, missing values null.
 #include <nlohmann/json.hpp>
 
+#include "acspeed/tuner/effective_speedup.h"
 #include "render.h"
 
 namespace acspeed::report {
@@ -79,7 +80,16 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"efficiency", optional_object(t.efficiency)},
           {"compression_s", optional_object(t.metrics.compression_s)},
           {"guard", t.metrics.guard},
+          {"inflation", t.metrics.inflation ? nlohmann::json(*t.metrics.inflation) : nlohmann::json(nullptr)},
+          {"effective_speedup_vs_baseline", optional_object(effective_speedup_vs_baseline(t))},
           {"metrics", column(r.metrics_json)}};
+}
+
+// Step speedup, inflation and effective speedup side by side (tuner/effective_speedup.h); null for
+// a decision stored without them.
+json speedups_json(const Decision& d) {
+  const auto speedups = tuner::speedups_of_evidence(d.evidence_json);
+  return speedups ? json(*speedups) : json(nullptr);
 }
 
 json decision_json(const Report& r) {
@@ -94,6 +104,7 @@ json decision_json(const Report& r) {
           {"ci_low", optional_object(d.ci_low)},
           {"ci_high", optional_object(d.ci_high)},
           {"ci_level", 0.95},
+          {"speedups", speedups_json(d)},
           {"repeats", r.pairs},
           {"evidence", column(d.evidence_json)},
           {"note", d.note},

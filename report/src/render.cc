@@ -5,6 +5,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/strings.h"
+#include "acspeed/tuner/effective_speedup.h"
 
 namespace acspeed::report {
 
@@ -83,7 +84,16 @@ std::string format_guard(const TrialSummary& trial) {
       parts.push_back(fmt::format("loss {:+.4g}, allowed {:.4g}", *excess, number(g["loss"], "allowed").value_or(0)));
     }
   }
+  if (trial.metrics.inflation) parts.push_back(fmt::format("inflation {}", trial.metrics.inflation->describe()));
   return fmt::format("{} ({})", g["passed"] == true ? "pass" : "fail", fmt::join(parts, "; "));
+}
+
+std::optional<double> effective_speedup_vs_baseline(const TrialSummary& trial) {
+  if (!trial.speedup_vs_baseline) return std::nullopt;
+  if (!trial.metrics.inflation) return trial.speedup_vs_baseline;  // changes no numerics: inflation 1
+  const auto& i = *trial.metrics.inflation;
+  if (i.kind != tuner::InflationKind::kMeasured) return std::nullopt;
+  return *trial.speedup_vs_baseline / i.estimate;
 }
 
 std::vector<std::string> decision_facts(const Report& r) {
@@ -111,6 +121,15 @@ std::vector<std::string> decision_facts(const Report& r) {
   facts.push_back(fmt::format("Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}", or_dash(d.torch_version),
                               or_dash(d.nccl_version), or_dash(d.cuda_version), d.batch_size));
   facts.push_back(fmt::format("Created (UTC): {}", d.created_at));
+  if (const auto speedups = tuner::speedups_of_evidence(d.evidence_json)) {
+    facts.push_back(fmt::format("Step speedup, inflation and effective speedup (step speedup / inflation; the "
+                                "decision rests on the effective one): {}",
+                                speedups->describe()));
+  }
+  const auto evidence = nlohmann::json::parse(d.evidence_json, nullptr, false);
+  if (evidence.is_object() && evidence.contains("data") && evidence["data"].is_string()) {
+    facts.push_back(fmt::format("Convergence guard's trajectories trained on: {}", evidence["data"].get<std::string>()));
+  }
   if (!d.note.empty()) facts.push_back(fmt::format("Note: {}", d.note));
   return facts;
 }

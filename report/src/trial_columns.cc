@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/comm_methods.h"
 #include "render.h"
 
 namespace acspeed::report {
@@ -61,11 +62,19 @@ const std::vector<TrialColumn>& trial_columns() {
        }},
       {"speedup_vs_baseline_x", "Speedup vs baseline", K::kRatio, kInAll,
        [](R, T t) -> CellValue { return t.speedup_vs_baseline; }},
+      // Step inflation (tuner/inflation.h) and speedup / inflation, beside the step speedup.
+      {"inflation_x", "Inflation", K::kRatio, kInCsv,
+       [](R, T t) -> CellValue {
+         const auto& i = t.metrics.inflation;
+         return i && i->kind == tuner::InflationKind::kMeasured ? Number(i->estimate) : std::nullopt;
+       }},
+      {"effective_speedup_x", "Effective speedup", K::kRatio, kInCsv,
+       [](R, T t) -> CellValue { return effective_speedup_vs_baseline(t); }},
       {"compute_s", "Compute", K::kSeconds, kInAll, [](R, T t) -> CellValue { return t.metrics.compute_s; }},
       {"comm_s", "Comm", K::kSeconds, kInAll, [](R, T t) -> CellValue { return t.metrics.comm_s; }},
       {"exposed_comm_s", "Exposed comm", K::kSeconds, kInAll,
        [](R, T t) -> CellValue { return t.metrics.exposed_comm_s; }},
-      {"compression_s", "PowerSGD compute", K::kSeconds, kInAll,
+      {"compression_s", own_compute_names(true) + " compute", K::kSeconds, kInAll,
        [](R, T t) -> CellValue { return t.metrics.compression_s; }},
       {"loss", "Loss", K::kLoss, kInAll, [](R, T t) -> CellValue { return t.metrics.loss; }},
       {"guard", "Convergence guard", K::kText, kInAll, [](R, T t) -> CellValue { return format_guard(t); }},

@@ -37,7 +37,7 @@ using CellValue = std::variant<std::optional<double>, std::string>;
 
 struct TrialColumn {
   std::string_view name;   // CSV header, with its unit ("step_p50_s"); "" when not in the CSV
-  std::string_view title;  // human header, without the unit the kind adds ("p50")
+  std::string title;       // human header, without the unit the kind adds ("p50")
   ColumnKind kind;
   unsigned formats;        // ColumnFormat bits
   CellValue (*value)(const Report& report, const TrialSummary& trial);

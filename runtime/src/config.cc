@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/json_io.h"
 #include "acspeed/settings.h"
@@ -40,11 +41,19 @@ void warn_unknown(const json& object, const std::vector<std::string>& known, con
 }  // namespace
 
 const std::vector<std::string>& algorithm_names() {
-  static const std::vector<std::string> names = {"allreduce", "reduce_scatter", "hierarchical"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& a : algorithms()) out.emplace_back(a.name);
+    return out;
+  }();
   return names;
 }
 const std::vector<std::string>& compression_names() {
-  static const std::vector<std::string> names = {"none", "fp16", "bf16", "powersgd"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& c : compressions()) out.emplace_back(c.name);
+    return out;
+  }();
   return names;
 }
 const std::vector<std::string>& nccl_collective_names() {
@@ -89,7 +98,7 @@ bool NcclRule::operator==(const NcclRule& o) const {
 }
 
 bool CommConfig::needs_comm_hook() const {
-  return algorithm != Algorithm::kAllreduce || streams != 1 || compression != Compression::kNone;
+  return algorithm != Algorithm::kAllreduce || streams != 1 || info(compression).form != WireForm::kAsIs;
 }
 
 bool CommConfig::is_default() const {
@@ -99,15 +108,15 @@ bool CommConfig::is_default() const {
 
 void CommConfig::validate() const {
   auto check_mb = [](const char* field, const std::optional<double>& mb) {
-    if (mb && !(std::isfinite(*mb) && *mb > 0 && *mb <= 65536)) {
-      ACS_THROW(InvalidArgument, "{} {} is out of range (accepted: a size in MiB > 0 and <= 65536)",
-                field, *mb);
+    if (mb && !(std::isfinite(*mb) && *mb > 0 && *mb <= kMaxBucketMb)) {
+      ACS_THROW(InvalidArgument, "{} {} is out of range (accepted: a size in MiB > 0 and <= {:g})",
+                field, *mb, kMaxBucketMb);
     }
   };
   check_mb("bucket_cap_mb", bucket_cap_mb);
   check_mb("first_bucket_mb", first_bucket_mb);
-  if (streams < 1 || streams > 64) {
-    ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", streams);
+  if (streams < 1 || streams > kMaxStreams) {
+    ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to {})", streams, kMaxStreams);
   }
   if (powersgd_rank < 1 || powersgd_rank > kMaxPowerSgdRank) {
     ACS_THROW(InvalidArgument,
@@ -129,9 +138,9 @@ void CommConfig::validate() const {
                 "{} byte range [{}, {}) is empty or negative (accepted: 0 <= min_bytes < max_bytes)",
                 where, rule.min_bytes, rule.max_bytes);
     }
-    if (rule.channels < 0 || rule.channels > 64) {
-      ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to 64, 0 = NCCL's choice)",
-                where, rule.channels);
+    if (rule.channels < 0 || rule.channels > kMaxNcclChannels) {
+      ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to {}, 0 = NCCL's choice)",
+                where, rule.channels, kMaxNcclChannels);
     }
   }
 }
@@ -146,8 +155,8 @@ std::string CommConfig::describe() const {
   }
   parts.emplace_back(to_string(algorithm));
   if (streams != 1) parts.push_back(fmt::format("{} streams", streams));
-  if (compression == Compression::kPowerSgd) {
-    parts.push_back(fmt::format("powersgd rank {}", powersgd_rank));
+  if (info(compression).ranked) {
+    parts.push_back(fmt::format("{} rank {}", to_string(compression), powersgd_rank));
   } else if (compression != Compression::kNone) {
     parts.emplace_back(to_string(compression));
   }
@@ -208,14 +217,15 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
   config.gradient_as_bucket_view = optional<bool>(j, "gradient_as_bucket_view");
   if (auto name = optional<std::string>(j, "algorithm")) config.algorithm = parse_algorithm(*name);
   if (auto streams = optional<int64_t>(j, "streams")) {
-    if (*streams < 1 || *streams > 64) {
-      ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to 64)", *streams);
+    if (*streams < 1 || *streams > kMaxStreams) {
+      ACS_THROW(InvalidArgument, "streams {} is out of range (accepted: 1 to {})", *streams, kMaxStreams);
     }
     config.streams = static_cast<int>(*streams);
   }
   if (auto name = optional<std::string>(j, "compression")) config.compression = parse_compression(*name);
-  if (version == 1 && config.compression == Compression::kPowerSgd) {
-    ACS_THROW(InvalidArgument, "config version 1 has no compression 'powersgd' (it came with version 2)");
+  if (const auto& c = info(config.compression); version < c.since_schema) {
+    ACS_THROW(InvalidArgument, "config version {} has no compression '{}' (it came with version {})", version, c.name,
+              c.since_schema);
   }
   if (version >= 2) {
     if (auto rank = optional<int64_t>(j, "powersgd_rank")) {
@@ -254,8 +264,9 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
       } catch (const InvalidArgument& e) {
         ACS_THROW(InvalidArgument, "{}: {}", where, e.what());
       }
-      if (rule.channels < 0 || rule.channels > 64) {
-        ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to 64)", where, rule.channels);
+      if (rule.channels < 0 || rule.channels > kMaxNcclChannels) {
+        ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to {})", where, rule.channels,
+                  kMaxNcclChannels);
       }
       config.nccl_rules.push_back(rule);
     }

@@ -55,7 +55,7 @@ std::vector<SettingSpec> make_registry() {
       {"ACSPEED_STREAMS", T::kInt, "",
        "Pins the number of communication streams (process groups): applied over the stored config "
        "and not searched",
-       {}, 1, 64},
+       {}, 1, kMaxStreams},
       {"ACSPEED_COMPRESSION", T::kChoice, "",
        "Pins gradient compression: applied over the stored config and not searched",
        compression_names()},

@@ -1,9 +1,6 @@
 #include "acspeed/testbed/profile.h"
 
-#include <array>
 #include <cctype>
-#include <cmath>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -15,16 +12,6 @@ namespace {
 constexpr std::string_view kGrammar =
     "expected NODESxPROCS[@RATE[/FLOWRATE]] with NODES 1..64, PROCS 1..256 and rates such as "
     "500mbit or 1gbit, e.g. 2x1@1gbit or 4x1@2gbit/500mbit";
-
-// Largest first, so format_rate picks the largest unit that keeps the number whole.
-constexpr std::array<std::pair<std::string_view, int64_t>, 4> kUnits = {{
-    {"gbit", 1'000'000'000}, {"mbit", 1'000'000}, {"kbit", 1'000}, {"bit", 1}}};
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool all_digits(std::string_view text) {
   if (text.empty()) return false;
@@ -48,38 +35,6 @@ int parse_count(std::string_view profile, std::string_view field, std::string_vi
 }
 
 }  // namespace
-
-int64_t parse_rate(std::string_view what, std::string_view text) {
-  const std::string low = lower(text);
-  for (const auto& [unit, scale] : kUnits) {
-    if (low.size() <= unit.size() || low.compare(low.size() - unit.size(), unit.size(), unit) != 0) {
-      continue;
-    }
-    const std::string number = low.substr(0, low.size() - unit.size());
-    const auto dot = number.find('.');
-    const bool ok = dot == std::string::npos
-                        ? all_digits(number)
-                        : all_digits(number.substr(0, dot)) && all_digits(number.substr(dot + 1));
-    if (!ok || number.size() > 12) break;
-    const double bps = std::stod(number) * static_cast<double>(scale);
-    if (bps < static_cast<double>(kMinRateBps) || bps > static_cast<double>(kMaxRateBps)) {
-      ACS_THROW(InvalidArgument, "{} '{}' is outside {}..{}", what, text, format_rate(kMinRateBps),
-                format_rate(kMaxRateBps));
-    }
-    return static_cast<int64_t>(std::llround(bps));
-  }
-  ACS_THROW(InvalidArgument,
-            "{} '{}' is not a rate: expected a number followed by bit, kbit, mbit or gbit "
-            "(e.g. 500mbit, 1.5gbit)",
-            what, text);
-}
-
-std::string format_rate(int64_t bps) {
-  for (const auto& [unit, scale] : kUnits) {
-    if (bps % scale == 0) return fmt::format("{}{}", bps / scale, unit);
-  }
-  return fmt::format("{}bit", bps);
-}
 
 Profile parse_profile(std::string_view text) {
   Profile p;
@@ -121,7 +76,7 @@ std::string Profile::text() const {
   return out;
 }
 
-std::string Profile::instance_type() const { return "testbed-" + text(); }
+std::string Profile::instance_type() const { return std::string(kTestbedInstanceTypePrefix) + text(); }
 
 bool Profile::operator==(const Profile& other) const {
   return nodes == other.nodes && procs_per_node == other.procs_per_node &&

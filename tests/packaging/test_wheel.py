@@ -67,33 +67,63 @@ def _venv(where: pathlib.Path, system_site: bool, python: str = sys.executable) 
     return where
 
 
-def _pip(venv: pathlib.Path, *args, env=None, as_nobody=False, cwd=None, timeout=300):
+def _pip(venv: pathlib.Path, *args, env=None, prefix=(), cwd=None, timeout=300):
+    """pip of the venv, run after the command prefix (e.g. _as_nobody())."""
     command = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
-    done = subprocess.run((_as_nobody() if as_nobody else []) + command, capture_output=True, text=True,
+    done = subprocess.run([*prefix, *command], capture_output=True, text=True,
                           timeout=timeout, env=env or _clean_env(), cwd=cwd)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done
 
 
 NOBODY = 65534
-# Run as root in a mount namespace of its own: hides folder $1 behind an empty tmpfs that holds only
-# folder $2 (below $1), at its own path, then runs the rest of the command line.
-_REVEAL_ONLY = ('set -e; keep=$(mktemp -d); mount --bind "$2" "$keep"; mount -t tmpfs -o mode=0755 tmpfs "$1"; '
-                'mkdir -p "$2"; mount --move "$keep" "$2"; rmdir "$keep"; shift 2; exec "$@"')
+# Run as root in a mount namespace of its own: shows folder $1 read-only at $2 (when $1 is not empty),
+# hides folder $3 behind an empty tmpfs that holds only folder $4 (below $3), at its own path (when
+# $3 is not empty), then runs the rest of the command line.
+_NOBODYS_VIEW = ('set -e; if [ -n "$1" ]; then mount --bind "$1" "$2"; mount -o remount,bind,ro "$2"; fi; '
+                 'if [ -n "$3" ]; then keep=$(mktemp -d); mount --bind "$4" "$keep"; '
+                 'mount -t tmpfs -o mode=0755 tmpfs "$3"; mkdir -p "$4"; mount --move "$keep" "$4"; rmdir "$keep"; fi; '
+                 'shift 4; exec "$@"')
 
 
-def _as_nobody() -> list:
+def _as_nobody(cache=None) -> list:
     """The prefix that runs a command as `nobody` with this interpreter. An interpreter below a
     folder others cannot enter (pyenv's in root's home, mode 0700) is out of nobody's reach: the
     command then runs where that folder shows nothing but the interpreter's prefix (with its
-    site-packages: torch, pybind11, scikit-build-core), so nothing else of root's is readable."""
+    site-packages: torch, pybind11, scikit-build-core), so nothing else of root's is readable.
+    cache: (a folder, where nobody sees it read-only), for the compiler cache (_compiler_cache)."""
     become = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     prefix = pathlib.Path(sys.base_prefix)
     closed = next((folder for folder in reversed(prefix.parents) if not folder.stat().st_mode & 0o001), None)
-    if closed is None:
+    if closed is None and cache is None:
         return become
-    return ["unshare", "--mount", "--propagation", "private", "bash", "-c", _REVEAL_ONLY, "reveal-only", str(closed),
-            str(prefix), *become]
+    shown, at = cache or ("", "")
+    hidden, kept = (closed, prefix) if closed is not None else ("", "")
+    return ["unshare", "--mount", "--propagation", "private", "bash", "-c", _NOBODYS_VIEW, "nobodys-view",
+            str(shown), str(at), str(hidden), str(kept), *become]
+
+
+def _compiler_cache(home: pathlib.Path, source: pathlib.Path):
+    """When ccache is installed: the environment that builds `source` through the cache root's own
+    builds filled (scripts/setup.sh compiles through it: scripts/compiler-cache.sh), read-only, and
+    the (cache folder, where nobody sees it) for _as_nobody. The keys match setup's build: paths
+    relative to the checkout (CCACHE_BASEDIR) and to a build folder `build` inside it, the build
+    folder's own path left out (CCACHE_NOHASHDIR). Nothing else changes: a miss compiles, as
+    without the cache. ({}, None) without ccache or a cache folder."""
+    ccache = shutil.which("ccache")
+    if ccache is None:
+        return {}, None
+    folder = subprocess.run([ccache, "--get-config", "cache_dir"], capture_output=True, text=True).stdout.strip()
+    if not folder or not os.path.isdir(folder):
+        return {}, None
+    at, scratch = home / "ccache", home / "ccache-tmp"
+    at.mkdir()
+    scratch.mkdir()
+    shutil.chown(scratch, NOBODY, NOBODY)
+    env = {"CMAKE_C_COMPILER_LAUNCHER": ccache, "CMAKE_CXX_COMPILER_LAUNCHER": ccache, "CCACHE_DIR": str(at),
+           "CCACHE_READONLY": "1", "CCACHE_NOSTATS": "1", "CCACHE_TEMPDIR": str(scratch),
+           "CCACHE_BASEDIR": str(source), "CCACHE_NOHASHDIR": "1", "SKBUILD_BUILD_DIR": "build"}
+    return env, (folder, at)
 
 
 def _nobodys_home() -> pathlib.Path:
@@ -292,7 +322,7 @@ def test_non_root_user_installs_into_a_venv(wheel):
         subprocess.run(_as_nobody() + [sys.executable, "-m", "venv", str(home / "venv")], check=True, env=env,
                        timeout=180)
         venv = home / "venv"
-        _pip(venv, "install", "--no-index", "--no-deps", str(home / wheel.name), env=env, as_nobody=True)
+        _pip(venv, "install", "--no-index", "--no-deps", str(home / wheel.name), env=env, prefix=_as_nobody())
         out = subprocess.run(_as_nobody() + [str(venv / "bin" / "acspeed-tune"), "--version"], capture_output=True,
                              text=True, timeout=60, env=env, check=True).stdout
         assert f", {venv}/bin/python{sys.version_info.major}.{sys.version_info.minor})" in out, out
@@ -334,8 +364,11 @@ def _source_install_as_nobody(home: pathlib.Path) -> None:
     env = _clean_env(HOME=str(home), XDG_DATA_HOME=str(home / "data"))
     subprocess.run(_as_nobody() + [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
                    env=env, timeout=180)
-    installed = _pip(venv, *SYSTEM_SITE_INSTALL, "--no-build-isolation", ".", env=env, as_nobody=True, cwd=source,
-                     timeout=3600)  # a full compile: minutes on 2 quiet cores, over 30 under a load of 20
+    cache_env, cache = _compiler_cache(home, source)
+    # A full compile without the cache (6 min on 2 quiet cores, over 30 under a load of 20); a few
+    # seconds of linking with the objects setup's build left in it.
+    installed = _pip(venv, *SYSTEM_SITE_INSTALL, "--no-build-isolation", ".", env=dict(env, **cache_env),
+                     prefix=_as_nobody(cache), cwd=source, timeout=3600)
     assert "Successfully installed acspeed-" in installed.stdout, installed.stdout
     python = venv / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     version = (REPO / "CMakeLists.txt").read_text().split("project(acspeed VERSION ", 1)[1].split()[0]
@@ -352,7 +385,7 @@ def _source_install_as_nobody(home: pathlib.Path) -> None:
     store = _store_one_decision(venv / "bin" / "acspeed-tune", home, env, _as_nobody())
     assert store.stat().st_uid == NOBODY
     before = hashlib.sha256(store.read_bytes()).hexdigest()
-    _pip(venv, "uninstall", "-y", "acspeed", env=env, as_nobody=True)
+    _pip(venv, "uninstall", "-y", "acspeed", env=env, prefix=_as_nobody())
     assert not pathlib.Path(package).exists()
     assert not (venv / "bin" / "acspeed-tune").exists() and not (venv / "bin" / "acspeed-testbed").exists()
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before

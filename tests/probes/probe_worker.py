@@ -75,7 +75,8 @@ def main():
 
     summary = probe.summary()
     summary["hook_registered"] = model._get_ddp_logging_data().get("comm_hook", "") != ""
-    summary["acspeed_hook"] = getattr(model, "_acspeed_hook_state", None) is not None
+    from acspeed import hooks  # noqa: PLC0415
+    summary["acspeed_hook"] = hooks.state_of(model) is not None
     summary["parameter_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
     if args.rank == 0:
         with open(args.out, "w") as f:

@@ -1,5 +1,10 @@
 """Runs a function in N local processes joined by a gloo process group (gloo's test style), with a
-deadline: a hang or a crash in any rank fails the test with every rank's traceback."""
+deadline: a hang or a crash in any rank fails the test with every rank's traceback.
+
+The ranks are forked from multiprocessing's fork server, which imported torch once for the whole test
+run (each rank importing it again cost ~2.5 s of CPU: a minute of two cores over the suite's ranks).
+Nothing else is shared: the fork server imports nothing of acspeed or of the tests, and each rank
+gets the environment of the test at the call (as a spawned one would), then imports what it runs."""
 import os
 import queue
 import tempfile
@@ -10,9 +15,14 @@ import torch.multiprocessing as mp
 
 def _entry(target, rank, world_size, store, env, args, results):
     try:
+        os.environ.clear()  # the fork server's environment is the one it started with
         os.environ.update(env)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        import torch  # noqa: PLC0415
         import torch.distributed as dist  # noqa: PLC0415
+        # One intra-op thread per rank, as torchrun gives its workers (OMP_NUM_THREADS=1): four ranks
+        # of two threads each on two cores spent most of their time waiting for each other's threads.
+        torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
         try:
             results.put((rank, True, target(rank, world_size, *args)))
@@ -26,9 +36,10 @@ def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0, 
     """target(rank, world_size, *args) in each rank; returns the ranks' results in rank order. The
     ranks in `dying` are meant to die on their own: their entry is their exit code, and a result
     from one of them fails the test."""
-    context = mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "torch.distributed"])  # before the first call starts it
     results = context.Queue()
-    base_env = {"ACSPEED_DB": os.path.join(tempfile.mkdtemp(prefix="acspeed-test-"), "none.db")}
+    base_env = dict(os.environ, ACSPEED_DB=os.path.join(tempfile.mkdtemp(prefix="acspeed-test-"), "none.db"))
     base_env.update(env or {})
     with tempfile.TemporaryDirectory(prefix="acspeed-store-") as folder:
         store = os.path.join(folder, "store")

@@ -66,3 +66,27 @@ def test_lookup_counts_nodes_itself_and_returns_the_typed_config(core, monkeypat
     result = core.resolve("box", "sig", "", 4, None)
     assert result["source"] == "no_store"
     assert result["comm_config"] == core.CommConfig()
+
+
+def test_the_hook_asks_the_runtimes_tables_what_each_algorithm_and_compression_is(core):
+    """comm_methods.h through _core: capabilities, not names, tell the hook, the worker and the guard
+    what to do (a new compression is a row there and its own module here)."""
+    import torch  # noqa: PLC0415
+
+    from acspeed import algorithms, hooks  # noqa: PLC0415
+    assert list(core.COMPRESSIONS) == ["none", "fp16", "bf16", "powersgd"]
+    assert set(core.ALGORITHMS) == set(algorithms.ALGORITHMS)
+    assert [name for name, a in algorithms.ALGORITHMS.items() if a.by_node] == ["hierarchical"]
+    for name, info in core.COMPRESSIONS.items():
+        config, _ = core.CommConfig.from_json(f'{{"version": 2, "compression": "{name}"}}')
+        assert config.compression_info.name == name and info.name == name
+        assert config.compression_info.changes_numerics == (name != "none")
+    fp16, _ = core.CommConfig.from_json('{"version": 2, "compression": "fp16"}')
+    bf16, _ = core.CommConfig.from_json('{"version": 2, "compression": "bf16"}')
+    psgd, _ = core.CommConfig.from_json('{"version": 2, "compression": "powersgd"}')
+    assert (hooks._wire_dtype(fp16), hooks._wire_dtype(bf16), hooks._wire_dtype(psgd)) == \
+        (torch.float16, torch.bfloat16, None)
+    assert psgd.compression_info.form == "low_rank" and psgd.compression_info.ranked
+    assert psgd.compression_info.own_compute and psgd.compression_info.display_name == "PowerSGD"
+    assert fp16.compression_info.form == "cast" and fp16.compression_info.cast_bytes == 2
+    assert core.CommConfig().algorithm_info.name == "allreduce" and not core.CommConfig().algorithm_info.by_node

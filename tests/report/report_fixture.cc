@@ -88,7 +88,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
       m.compute_s = cost.compute_s;
       m.comm_s = cost.comm_s;
       m.exposed_comm_s = cost.exposed_s;
-      m.probe = "cpu-timers";
+      m.probe = "cpu";
       m.loss = 6.9 - 0.01 * static_cast<double>(t.ordinal);
       m.pair = pair;
       t.metrics_json = tuner::metrics_to_json(m);

@@ -14,6 +14,7 @@
 #include "render.h"
 #include "report_fixture.h"
 #include "trial_columns.h"
+#include "acspeed/tuner/effective_speedup.h"
 #include "acspeed/tuner/statistics.h"
 
 namespace acspeed::report {
@@ -275,7 +276,8 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   reference.session_id = id;
   reference.config_json = config_to_json(CommConfig{});
   reference.step_times_s = {0.4, 0.4};
-  reference.metrics_json = R"({"losses": [7.08, 1.0, 0.0406], "loss": 0.0406, "finite": true})";
+  reference.metrics_json = R"({"losses": [7.08, 1.0, 0.0406], "trajectory": [7.08, 1.0, 0.0406], "loss": 0.0406,
+    "finite": true})";
   temp.store().add_trial(reference);
   TrialRecord compressed = reference;
   compressed.ordinal = 1;
@@ -286,32 +288,67 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   compressed.status = "failed";
   compressed.error = "convergence guard: loss over the last steps 0.39 vs 0.0406 uncompressed";
   compressed.step_times_s = {0.15, 0.15};
-  compressed.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "loss": 0.39, "finite": true, "compression_s": 0.0042,
+  compressed.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "trajectory": [7.08, 2.0, 0.39], "loss": 0.39,
+    "finite": true, "compression_s": 0.0042,
+    "inflation": {"kind": "measured", "estimate": 1.4, "low": 1.2, "high": 1.6},
     "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12},
               "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
   temp.store().add_trial(compressed);
   TrialRecord reused = compressed;  // another bucket size, judged on trial 1's fidelity window
   reused.ordinal = 2;
-  reused.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "loss": 0.39, "finite": true, "fidelity_trial": 1,
+  reused.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "trajectory": [7.08, 2.0, 0.39], "trajectory_trial": 1,
+    "loss": 0.39, "finite": true, "fidelity_trial": 1,
     "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12, "from_trial": 1},
               "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
   temp.store().add_trial(reused);
+  // The decision's step speedup, inflation and effective speedup (tuner/effective_speedup.h).
+  Decision d;
+  d.key = {"cpu", "sig", "fp32", 2, 1};
+  d.model_name = "tiny";
+  d.session_id = id;
+  d.config = psgd;
+  tuner::Inflation inflation;
+  inflation.kind = tuner::InflationKind::kMeasured;
+  inflation.estimate = 1.4;
+  inflation.low = 1.2;
+  inflation.high = 1.6;
+  d.evidence_json = json{{"speedups", tuner::effective_speedup(2.667, 2.5, 2.8, inflation)},
+                         {"data", "synthetic (fresh random inputs each step)"}}
+                        .dump();
+  temp.store().add_decision(d);
   const Report r = build_report(temp.store(), id);
 
   const std::string md = render_markdown(r, {});
-  EXPECT_NE(md.find("| - | - | 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704) | failed |"),
+  EXPECT_NE(md.find("| - | - | 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704; inflation "
+                    "1.40x \\[1.20, 1.60\\]) | failed |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("fail (cos 0.710, norm err 0.120 (window of trial 1); loss +0.3494"), std::string::npos) << md;
+  EXPECT_NE(md.find("step 2.667x \\[2.500, 2.800\\], inflation 1.40x \\[1.20, 1.60\\], effective 1.905x (lower end "
+                    "1.562)"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("trained on: synthetic"), std::string::npos) << md;
   const std::string csv = render_csv(r);
-  EXPECT_NE(csv.find("0.0042,0.39,\"fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704)\""), std::string::npos)
+  EXPECT_NE(csv.find("0.0042,0.39,\"fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704; inflation 1.40x "
+                     "[1.20, 1.60])\""),
+            std::string::npos)
       << csv;
+  // Step speedup 0.4 / 0.15, inflation 1.4, effective speedup = their ratio, side by side.
+  EXPECT_NE(csv.find(",2.66666667,1.4,1.9047619,"), std::string::npos) << csv;
   const json j = json::parse(render_json(r, {}));
   EXPECT_EQ(j["trials"][1]["guard"]["passed"], false);
   EXPECT_DOUBLE_EQ(j["trials"][1]["compression_s"].get<double>(), 0.0042);
+  EXPECT_DOUBLE_EQ(j["trials"][1]["inflation"]["estimate"].get<double>(), 1.4);
+  EXPECT_NEAR(j["trials"][1]["effective_speedup_vs_baseline"].get<double>(), 0.4 / 0.15 / 1.4, 1e-9);
+  EXPECT_TRUE(j["trials"][0]["inflation"].is_null());
+  EXPECT_DOUBLE_EQ(j["decision"]["speedups"]["inflation"]["high"].get<double>(), 1.6);
+  EXPECT_NEAR(j["decision"]["speedups"]["effective_speedup"]["estimate"].get<double>(), 2.667 / 1.4, 1e-9);
   const std::string html = render_html(r, {});
   EXPECT_NE(html.find("Loss trajectories of the trials the convergence guard judged"), std::string::npos);
-  EXPECT_NE(html.find("#1 allreduce, powersgd rank 1 (guard: fail)"), std::string::npos) << html;
+  EXPECT_NE(html.find("#1 allreduce, powersgd rank 1 (guard: fail, inflation 1.40x [1.20, 1.60])"), std::string::npos)
+      << html;
+  EXPECT_EQ(html.find("#2 allreduce"), std::string::npos);  // trial 2 reuses trial 1's trajectory: plotted once
   EXPECT_NE(html.find("#0 DDP defaults (uncompressed)"), std::string::npos);
 }
 

@@ -226,18 +226,11 @@ def test_html_renders_in_headless_chromium(tune, store, tmp_path, chromium):
 
 
 @pytest.mark.slow
-def test_report_of_a_real_tuning_session(tune, tmp_path, repo_root, chromium):
-    """acspeed-tune tunes a tiny model on 2 CPU processes (tests/tuner/tiny_models.py) and the report
-    reads what the tuner really stored."""
-    import sys
-
-    db = tmp_path / "real.db"
-    env = dict(os.environ, ACSPEED_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ.get("PYTHONPATH", "")]))
-    tuned = run([tune, "--db", db, "--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
-                 "--streams", "1,2", "--strategy", "grid", "--warmup", "1", "--steps", "4", "--repeats", "3",
-                 "--nproc-per-node", "2", "--seed", "7"], timeout=300, env=env)
-    assert tuned.returncode == 0, tuned.stdout[-3000:] + tuned.stderr[-3000:]
+def test_report_of_a_real_tuning_session(tune, tmp_path, tuned_store, chromium):
+    """acspeed-tune tuned a tiny model on 2 CPU processes (tests/tuner/tiny_models.py; the session
+    tests/conftest.py's tuned_store shares) and the report reads what the tuner really stored."""
+    db = tuned_store.db
+    assert tuned_store.tuned.returncode == 0
 
     doc = json.loads(report(tune, db, "--format", "json").stdout)
     assert doc["session"]["model_name"] == "tiny_models:mlp" and doc["session"]["status"] == "done"

@@ -261,12 +261,13 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     (node 0 asks node 1 to end its workers, and node 1 reports their stack dumps). Node 1 restarts
     its workers, no trial waits for them until the start timeout, the session ends with a decision,
     and nothing is left: no process, namespace or state file, no folder but the two kept worker-log
-    folders the nodes name. CI cost: one session of four worker launches per node and one 15 s trial
-    timeout, 54-63 s of wall time at load 5 and about 36 s of CPU on the two-core development machine."""
+    folders the nodes name. CI cost: one session of four worker launches per node and one 10 s trial
+    timeout (54-63 s of wall time at load 5 with a 15 s one, about 36 s of CPU, on the two-core
+    development machine)."""
     name, state_dir = cluster
     markers = tmp_path / "faults"
     markers.mkdir()
-    env, command = two_node_tune(tune_binary, isolated_store, repo_root, markers, "exit,kill_launcher,hang", 15)
+    env, command = two_node_tune(tune_binary, isolated_store, repo_root, markers, "exit,kill_launcher,hang", 10)
     work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
     result = run(testbed, state_dir, "run", "2x1", "--name", name, "--timeout", "400", "--", *command,
                  timeout=450, env=env)
@@ -291,7 +292,7 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     for error in (exited, killed):
         assert "GLHF" not in error and "closed by peer" not in error, error
         assert re.search(r"\(log: /tmp/acspeed-tune-\w+/workers-\d+-rank1\.log on node 1\)$", error), error
-    assert re.fullmatch(r"no result within the trial timeout of 15 s; where the ranks were after 11 s: "
+    assert re.fullmatch(r"no result within the trial timeout of 10 s; where the ranks were after 7 s: "
                         r"rank 0 \(node 0\) in .+; rank 1 \(node 1\) in _fire_next_fault \(tiny_models\.py:\d+\)"
                         r"( from .+)? \(logs: /tmp/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 0, "
                         r"/tmp/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 1\)", hung), hung

@@ -9,7 +9,7 @@ namespace {
 
 TrialMetrics trial(std::vector<double> losses, double cosine = 0.99, double norm_error = 0.02) {
   TrialMetrics m;
-  m.losses = std::move(losses);
+  m.trajectory = std::move(losses);
   m.fidelity_cosine = cosine;
   m.fidelity_norm_error = norm_error;
   m.fidelity_steps = 6;
@@ -55,7 +55,7 @@ TEST(ConvergenceGuard, LowFidelityFailsWithItsFigures) {
 
 TEST(ConvergenceGuard, WhatTheGuardCouldNotSeeFails) {
   TrialMetrics unmeasured;
-  unmeasured.losses = {7, 1};
+  unmeasured.trajectory = {7, 1};
   const auto v = judge_convergence(unmeasured, trial({7, 1}));
   EXPECT_FALSE(v.passed);
   EXPECT_NE(v.reason.find("no gradient-fidelity figures"), std::string::npos) << v.reason;

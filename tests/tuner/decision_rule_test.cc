@@ -2,6 +2,8 @@
 // does not.
 #include "decision_rule.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -43,6 +45,17 @@ TEST(DecisionRule, IntervalIncludingOneKeepsDdpDefaults) {
   EXPECT_NE(v.note.find("does not exclude 1"), std::string::npos) << v.note;
 }
 
+TEST(DecisionRule, IntervalWhollyBelowOneSaysSignificantlySlower) {
+  // Each pair about 0.93x: the interval lies below 1, which "does not exclude 1" would misstate.
+  const Verdict v = judge(candidate(), {pair(0.10, 0.0935), pair(0.10, 0.0925), pair(0.10, 0.094)}, "", {});
+  EXPECT_FALSE(v.accepted);
+  ASSERT_TRUE(v.ci_high.has_value());
+  EXPECT_LT(*v.ci_high, 1.0);
+  EXPECT_NE(v.note.find("significantly slower than DDP defaults"), std::string::npos) << v.note;
+  EXPECT_NE(v.note.find("wholly below 1"), std::string::npos) << v.note;
+  EXPECT_EQ(v.note.find("does not exclude 1"), std::string::npos) << v.note;
+}
+
 TEST(DecisionRule, FewerThanTwoPairsOrAFailedRunKeepDdpDefaults) {
   EXPECT_NE(judge(candidate(), {pair(0.1, 0.2)}, "", {}).note.find("fewer than two pairs"), std::string::npos);
   const Verdict failed = judge(candidate(), {pair(0.1, 0.2), pair(0.1, 0.2)}, "the candidate failed in pair 3: boom", {});
@@ -62,21 +75,73 @@ TEST(DecisionRule, LossBeyondTheToleranceRejectsAndSaysWhy) {
   EXPECT_NE(exact.find("an exact algorithm should match"), std::string::npos) << exact;
 }
 
-TEST(DecisionRule, ACompressedCandidateIsJudgedByTheConvergenceGuardInEachPair) {
-  PairRun blind = pair(0.1, 0.2, 1.0, 1.0);  // close final losses, but nothing measured for the guard
-  const std::string unseen = pair_rejection(candidate(Compression::kFp16), blind, {});
-  EXPECT_NE(unseen.find("convergence guard failed it: no gradient-fidelity figures"), std::string::npos) << unseen;
-  EXPECT_EQ(blind.guard["passed"], false);
+TEST(DecisionRule, ACompressedCandidateIsNotJudgedAgainInThePairs) {
+  // Final losses far apart: for an exact algorithm a bug, for compression the guard's verdict on its
+  // trajectory (measured once, before the pairs) stands.
+  const PairRun far = pair(0.1, 0.2, 1.5, 1.0);
+  EXPECT_EQ(pair_rejection(candidate(Compression::kPowerSgd), far, {}), "");
+  EXPECT_NE(pair_rejection(candidate(), far, {}), "");
+}
 
-  PairRun good = pair(0.1, 0.2);
-  good.baseline_metrics.losses = {7.08, 1.0, 0.0406};
-  good.candidate_metrics.losses = {7.08, 1.1, 0.0450};
-  good.candidate_metrics.fidelity_cosine = 0.99;
-  good.candidate_metrics.fidelity_norm_error = 0.01;
-  EXPECT_EQ(pair_rejection(candidate(Compression::kPowerSgd), good, {}), "");
-  const nlohmann::json j = good;
-  EXPECT_EQ(j["guard"]["passed"], true);
-  EXPECT_DOUBLE_EQ(j["guard"]["fidelity"]["cosine"].get<double>(), 0.99);
+Inflation measured(double estimate, double low, double high) {
+  Inflation i;
+  i.kind = InflationKind::kMeasured;
+  i.estimate = estimate;
+  i.low = low;
+  i.high = high;
+  return i;
+}
+
+TEST(DecisionRule, ACompressedCandidateIsAcceptedOnItsEffectiveSpeedup) {
+  // Step speedup about 3x [2.9, 3.1]; inflation 1.4x [1.2, 1.6]: effective lower end 2.9 / 1.6 > 1.3.
+  const std::vector<PairRun> pairs = {pair(0.10, 0.30), pair(0.10, 0.31), pair(0.10, 0.29)};
+  const Verdict v = judge(candidate(Compression::kPowerSgd), pairs, "", {}, {measured(1.4, 1.2, 1.6), 1.3});
+  EXPECT_TRUE(v.accepted) << v.note;
+  ASSERT_TRUE(v.speedups.effective && v.speedups.effective_low);
+  EXPECT_NEAR(*v.speedups.effective, *v.speedup / 1.4, 1e-12);
+  EXPECT_NEAR(*v.speedups.effective_low, *v.ci_low / 1.6, 1e-12);
+  // The note shows the three side by side.
+  EXPECT_NE(v.note.find("step 2.999x ["), std::string::npos) << v.note;
+  EXPECT_NE(v.note.find("inflation 1.40x [1.20, 1.60]"), std::string::npos) << v.note;
+  EXPECT_NE(v.note.find("effective 2.142x"), std::string::npos) << v.note;
+  const nlohmann::json j = v.speedups;
+  EXPECT_DOUBLE_EQ(j["inflation"]["high"].get<double>(), 1.6);
+  EXPECT_NEAR(j["effective_speedup"]["low"].get<double>(), *v.ci_low / 1.6, 1e-12);
+}
+
+TEST(DecisionRule, ACompressedCandidateMustBeatTheBestExactConfig) {
+  const std::vector<PairRun> pairs = {pair(0.10, 0.30), pair(0.10, 0.31), pair(0.10, 0.29)};
+  // Effective lower end about 2.9 / 1.6 = 1.8: below an exact config's 2.0 step speedup.
+  const Verdict beaten = judge(candidate(Compression::kPowerSgd), pairs, "", {}, {measured(1.4, 1.2, 1.6), 2.0});
+  EXPECT_FALSE(beaten.accepted);
+  EXPECT_NE(beaten.note.find("does not exceed 2.000, the best non-compressing config's step speedup"),
+            std::string::npos)
+      << beaten.note;
+  // Inflation 3 [2.5, 3.5]: effective lower end 0.83, below 1 whatever the exact configs do.
+  const Verdict slower = judge(candidate(Compression::kPowerSgd), pairs, "", {}, {measured(3, 2.5, 3.5), 1.0});
+  EXPECT_FALSE(slower.accepted);
+  EXPECT_NE(slower.note.find("does not exceed 1.000"), std::string::npos) << slower.note;
+}
+
+TEST(DecisionRule, InfiniteOrUnmeasurableInflationIsNotChosenAndSaysWhich) {
+  const std::vector<PairRun> pairs = {pair(0.10, 0.30), pair(0.10, 0.31), pair(0.10, 0.29)};
+  Inflation infinite;
+  infinite.kind = InflationKind::kInfinite;
+  infinite.reason = "the compressed run never reaches the loss 1.2 within 60 steps";
+  const Verdict a = judge(candidate(Compression::kPowerSgd), pairs, "", {}, {infinite, 1.0});
+  EXPECT_FALSE(a.accepted);
+  EXPECT_NE(a.note.find("its step inflation is infinite (the compressed run never reaches"), std::string::npos)
+      << a.note;
+  Inflation flat;
+  flat.reason = "the uncompressed loss falls 0.01 to the target";
+  const Verdict b = judge(candidate(Compression::kPowerSgd), pairs, "", {}, {flat, 1.0});
+  EXPECT_FALSE(b.accepted);
+  EXPECT_NE(b.note.find("its step inflation is unmeasurable (the uncompressed loss falls"), std::string::npos)
+      << b.note;
+  const Verdict unbounded = judge(candidate(Compression::kPowerSgd), pairs, "", {},
+                                  {measured(1.5, 1.2, std::numeric_limits<double>::infinity()), 1.0});
+  EXPECT_FALSE(unbounded.accepted);
+  EXPECT_NE(unbounded.note.find("has no upper bound"), std::string::npos) << unbounded.note;
 }
 
 TEST(DecisionRule, DdpDefaultsAsTheFastestNeedNoPairs) {

@@ -14,7 +14,12 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
                  factors on the wire, and 20 ms of that compute inside its communication spans); the
                  hook's buckets are reported; fp16 configs' cores are busy 200 ms per step (cpu_floor_s)
   compressors    every compression is faster; fp16 converges like the uncompressed run, powersgd ends
-                 10x higher (the harmful compressor) with a low gradient fidelity
+                 10x higher (the harmful compressor) with a low gradient fidelity and a trajectory
+                 that learns nothing
+Trajectories (a request's trajectory_steps T > 0): the loss falls linearly from 2.3 to 0.3 over the
+first third of the T steps, then stays (a small deterministic ripple on top), every config alike;
+FAKE_WORKER_STRETCH=COMPRESSION:F stretches that compression's curve F times in steps (step
+inflation F, tuner/inflation.h; its tail still reaches 0.3 for F < 3).
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
 FAKE_WORKER_GATE=ID:PATH: before answering trial ID (or crashing or hanging in it) the worker creates
 PATH.reached and waits until PATH exists (a test acts on the store, or as another node, while a trial
@@ -102,6 +107,17 @@ def fidelity_window(request, faithful):
             "fidelity_step_cosine_min": 0.99 if faithful else 0.1, "fidelity_steps": steps}
 
 
+def trajectory(request):
+    """The trajectory the request asks for, as a real worker (compression from its first step)."""
+    steps = request.get("trajectory_steps", 0)
+    if steps <= 0:
+        return {}
+    name, _, factor = os.environ.get("FAKE_WORKER_STRETCH", ":1").partition(":")
+    stretch = float(factor) if request["config"].get("compression", "none") == name else 1.0
+    return {"trajectory": [0.3 + 2 * max(0.0, 1 - t / (steps / 3) / stretch) + 0.002 * ((t * 7919) % 13 - 6) / 6
+                           for t in range(steps)]}
+
+
 for line in reader:
     request = protocol.decode(line)
     if request["type"] == "stop":
@@ -118,6 +134,7 @@ for line in reader:
     if link:
         reply = protocol.result(request["id"], **link_result(request), loss=1.5, finite=True, losses=[2.0, 1.5, 1.5])
         reply.update(fidelity_window(request, True))
+        reply.update(trajectory(request))
         send(reply)
         continue
     steps = [0.1, 0.2, 0.3]
@@ -128,6 +145,7 @@ for line in reader:
     # as a real worker: every step's loss, and the fidelity window when asked (a faithful compressor here)
     result["losses"] = [2.0, 1.5, 1.5]
     result.update(fidelity_window(request, True))
+    result.update(trajectory(request))
     if mode == "compressors":
         result["losses"] = {"none": [7.08, 1.0, 0.0406], "fp16": [7.08, 1.0, 0.0450],
                             "powersgd": [7.08, 2.0, 0.39]}[compression]
@@ -137,4 +155,6 @@ for line in reader:
             result.update(fidelity_window(request, compression == "fp16"))
         if compression == "powersgd":
             result["compression_s"] = 0.004
+            if "trajectory" in result:  # the harmful compressor learns nothing
+                result["trajectory"] = [2.3] * len(result["trajectory"])
     send(result)

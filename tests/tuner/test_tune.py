@@ -66,6 +66,8 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
     (["--compression", "none,powersgd", "--powersgd-ranks", "0"], "'0' is not a PowerSGD rank"),
     (["--compression", "none,powersgd", "--powersgd-ranks", "1.5"], "'1.5' is not a PowerSGD rank"),
     (["--powersgd-ranks", "4"], "needs powersgd in --compression"),
+    (["--data", "loader"], "--data 'loader' is not accepted (accepted: pkg.module:function"),
+    (["--trajectory-steps", "5"], "'5'"),
     (["--grad-as-bucket-view", "false,maybe"], "'maybe' is not a boolean"),
 ])
 def test_bad_values_are_one_line_usage_errors(tune, args, named):
@@ -94,6 +96,7 @@ def test_powersgd_searches_ranks_1_4_and_warms_up_past_its_start_step(tune):
     out = tune("--model", "resnet18", "--compression", "none,fp16,powersgd", "--warmup", "2", "--dry-run").stdout
     assert "x compression none,fp16,powersgd x powersgd rank 1,4 =" in out, out
     assert "warm-up raised from 2 to 12 steps" in out and "12 warm-up" in out, out
+    assert "the convergence guard trains 60-step loss trajectories" in out and "on synthetic" in out, out
 
 
 def test_a_bad_powersgd_rank_pin_is_a_usage_error(tune, monkeypatch):
@@ -119,10 +122,21 @@ def test_a_model_that_cannot_be_built_is_a_usage_error(tune, isolated_store, mod
 
 
 @pytest.mark.slow
-def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_store, repo_root, tmp_path):
-    # A stale NNODES in the tuner's environment: the workers count nodes by the launch (--nnodes 1).
-    result = tune("--model", "tiny_models:mlp", "--bucket-mb", "1,25", "--algorithms", "allreduce",
-                  "--streams", "1,2", "--strategy", "grid", *FAST, env=dict(os.environ, NNODES="3"))
+def test_data_that_cannot_be_used_is_a_usage_error_before_any_trial(tune, isolated_store):
+    # tiny_models:mlp takes no arguments: not a (rank, world_size, batch_size) -> batches function.
+    result = tune("--model", "tiny_models:mlp", "--data", "tiny_models:mlp", *FAST, check=False)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "--data 'tiny_models:mlp' must name a function (rank, world_size, batch_size)" \
+        in errors[0], result.stderr
+    assert rows(isolated_store, "SELECT * FROM sessions") == []
+
+
+@pytest.mark.slow
+def test_tune_then_import_acspeed_applies_the_stored_decision(tuned_store, repo_root):
+    # The session (tests/conftest.py's TUNED_ARGS: FAST's options on the mlp, bucket 1,25 x streams 1,2,
+    # grid) ran with a stale NNODES=3 in the tuner's environment: the workers count nodes by the launch.
+    isolated_store, result = tuned_store.db, tuned_store.tuned
     sessions = rows(isolated_store, "SELECT * FROM sessions")
     assert len(sessions) == 1 and sessions[0]["status"] == "done"
     assert sessions[0]["seed"] == 7 and sessions[0]["strategy"] == "grid"
@@ -150,7 +164,8 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tune, isolated_sto
     assert f"decision {decision['id']}" in result.stdout
 
     # A new job with `import acspeed` finds that decision and applies exactly its config.
-    env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store))
+    env = dict(os.environ, ACSPEED_LOG_LEVEL="info", ACSPEED_DB=str(isolated_store),
+               PYTHONPATH=os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))  # tiny_models
     for name in ("ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_PRECISION"):
         env.pop(name, None)
     bench = subprocess.run(

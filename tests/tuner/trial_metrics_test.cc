@@ -22,7 +22,7 @@ TEST(TrialMetrics, JsonRoundTripKeepsDocumentedKeys) {
   auto m = metrics_from_steps({0.5, 0.5}, 8, 1);
   m.comm_s = 0.2;
   m.exposed_comm_s = 0.1;
-  m.probe = "cpu-timers";
+  m.probe = "cpu";
   m.loss = 2.5;
   m.finite = false;
   m.pair = 3;
@@ -37,7 +37,7 @@ TEST(TrialMetrics, JsonRoundTripKeepsDocumentedKeys) {
   EXPECT_DOUBLE_EQ(back.p50_s, 0.5);
   EXPECT_EQ(back.comm_s, 0.2);
   EXPECT_FALSE(back.compute_s.has_value());
-  EXPECT_EQ(back.probe, "cpu-timers");
+  EXPECT_EQ(back.probe, "cpu");
   EXPECT_EQ(back.finite, false);
   EXPECT_EQ(back.pair, 3);
   EXPECT_THROW(metrics_from_json("[1,2]"), InvalidArgument);

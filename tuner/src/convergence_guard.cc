@@ -67,7 +67,7 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
     fidelity["passed"] = false;
     failures.emplace_back("no gradient-fidelity figures were measured");
   }
-  const LossCheck loss = check_loss_trajectory(candidate.losses, reference.losses, t);
+  const LossCheck loss = check_loss_trajectory(candidate.trajectory, reference.trajectory, t);
   v.evidence = {{"fidelity", fidelity},
                 {"loss",
                  {{"passed", loss.passed},
@@ -82,9 +82,11 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
                   {"tail_fraction", t.tail_fraction}}}};
   if (!loss.passed) {
     failures.push_back(loss.steps_compared == 0
-                           ? std::string("no loss trajectory to compare with the uncompressed run")
-                           : fmt::format("loss over the last steps {:.4g} vs {:.4g} uncompressed: {:.4g} above it, "
-                                         "allowed {:.4g}",
+                           ? std::string(candidate.trajectory_finite == false
+                                             ? "a loss of its trajectory became NaN/Inf"
+                                             : "no loss trajectory to compare with the uncompressed one")
+                           : fmt::format("trajectory loss over the last steps {:.4g} vs {:.4g} uncompressed: {:.4g} "
+                                         "above it, allowed {:.4g}",
                                          loss.candidate_tail, loss.reference_tail, loss.excess, loss.allowed));
   }
   v.passed = failures.empty();

@@ -15,11 +15,19 @@
 //      The figures depend only on the numerics (compression, PowerSGD rank and start step, hierarchical
 //      or flat), not on buckets or lanes: the tuner measures the window once per numerics and reuses it
 //      for the other trials with the same (their "fidelity_trial" names the trial that measured it).
-//  (b) the loss trajectory against an uncompressed run on identical data and seeds (every trial starts
-//      from the same weights and batches): over the first n steps both ran, the mean loss of the
-//      last quarter (the tail) may exceed the uncompressed tail by at most
+//  (b) the loss trajectory against an uncompressed one. Trajectories are runs of their own, apart
+//      from the timed steps: T steps (TuneOptions::trajectory_steps, default 60) from
+//      the initial weights on the same per-rank sequence of T distinct batches (the user's --data, or
+//      a learnable synthetic stream: python/acspeed/batches.py), compression active from the first
+//      step (PowerSGD's start step set to 0), all batches made before any trial is timed. One
+//      compressed trajectory per numerics (measured with the fidelity window, reused by the other
+//      trials of the same numerics and by the decision pairs, which give no verdict of their own) and
+//      one uncompressed trajectory (DDP's defaults: the same math for every numerics) per session.
+//      Over the T steps, the mean loss of the last quarter (the tail) may exceed the uncompressed
+//      tail by at most
 //        max(loss_relative x uncompressed tail, loss_progress x (uncompressed first loss - its tail)).
-//      A compressed run may end lower. Fixtures (tests/tuner/convergence_guard_test.cc): 0.39 vs
+//      A compressed run may end lower. The same two trajectories give the step inflation
+//      (inflation.h), which the decision rule divides the step speedup by. Fixtures (tests/tuner/convergence_guard_test.cc): 0.39 vs
 //      0.0406 from 7.08 fails (excess 0.349 > 0.070), 0.0450 vs 0.0406 passes (0.0044 <= 0.070).
 //
 // Calibrated on bench/compression's convergence task (300 steps, a seeded teacher network) and on
@@ -66,8 +74,9 @@ struct GuardVerdict {
   nlohmann::json evidence;  // thresholds, the fidelity figures, the loss check: stored in the trial's metrics
 };
 
-// (a) and (b) for a compressed trial against an uncompressed one. A trial without fidelity figures
-// or without a loss trajectory fails (the guard must not pass what it could not see).
+// (a) and (b) for a compressed trial against an uncompressed one (b: their `trajectory`). A trial
+// without fidelity figures or without a loss trajectory fails (the guard must not pass what it could
+// not see).
 GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics& reference,
                                const GuardThresholds& thresholds = {});
 

@@ -16,11 +16,16 @@
 
 namespace acspeed::tuner {
 
-// The evidence known before any pair runs: seed, method, candidate, guard, search summary.
+// What the convergence guard's trajectories trained on ("--data pkg.module:function", or synthetic),
+// for the guard's and the decision's evidence, the plan and the reports.
+std::string guard_data(const TuneOptions& options);
+
+// The evidence known before any pair runs: seed, method, candidate, guard, search summary (with
+// --compression, what the guard's trajectories trained on).
 nlohmann::json decision_evidence(const TuneOptions& options, const Measured& best, const std::string& strategy,
                                  size_t measured);
 
-// A pair from its two runs, both ok (steps, losses and metrics; the rule fills in its guard).
+// A pair from its two runs, both ok (steps and losses).
 PairRun pair_of(bool candidate_first, const Measured& candidate, const Measured& baseline);
 
 // Adds the step model's bound for the decided `config` to `evidence` (with its efficiency when

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/tuner/statistics.h"
-#include "convergence_guard.h"
 
 namespace acspeed::tuner {
 
@@ -15,15 +15,10 @@ void to_json(nlohmann::json& j, const PairRun& p) {
        {"speedup", pair_speedup(p.candidate_steps_s, p.baseline_steps_s)}};
   if (p.candidate_loss) j["candidate_loss"] = *p.candidate_loss;
   if (p.baseline_loss) j["baseline_loss"] = *p.baseline_loss;
-  if (!p.guard.is_null()) j["guard"] = p.guard;
 }
 
-std::string pair_rejection(const CommConfig& candidate, PairRun& pair, const RuleOptions& options) {
-  if (candidate.compression != Compression::kNone) {
-    const GuardVerdict verdict = judge_convergence(pair.candidate_metrics, pair.baseline_metrics);
-    pair.guard = verdict.evidence;
-    return verdict.passed ? "" : "the convergence guard failed it: " + verdict.reason;
-  }
+std::string pair_rejection(const CommConfig& candidate, const PairRun& pair, const RuleOptions& options) {
+  if (changes_numerics(candidate)) return "";
   if (!pair.candidate_loss || !pair.baseline_loss) return "";
   if (loss_within_tolerance(*pair.candidate_loss, *pair.baseline_loss, options.loss_tolerance,
                             pair.baseline_loss_first)) {
@@ -35,8 +30,9 @@ std::string pair_rejection(const CommConfig& candidate, PairRun& pair, const Rul
 }
 
 Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, const std::string& stopped_because,
-              const RuleOptions& options) {
+              const RuleOptions& options, const CandidateEvidence& evidence) {
   Verdict v;
+  v.speedups = effective_speedup(std::nullopt, std::nullopt, std::nullopt, evidence.inflation, evidence.bar);
   if (candidate.is_default()) {
     v.accepted = true;
     v.note = "DDP defaults were the fastest configuration measured: keep DDP defaults";
@@ -54,17 +50,45 @@ Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, co
     v.ci_low = s.ci_low;
     v.ci_high = s.ci_high;
     v.pair_speedups = s.speedups;
-    if (rejection.empty() && !s.accepted) {
-      rejection = fmt::format("its speedup {:.3f}x has a 95% interval [{:.3f}, {:.3f}] that does not exclude 1",
-                              s.speedup, s.ci_low, s.ci_high);
+    v.speedups = effective_speedup(s.speedup, s.ci_low, s.ci_high, evidence.inflation, evidence.bar);
+    const Inflation& inflation = evidence.inflation;
+    if (!rejection.empty()) {
+      // The pairs ended early: that is the reason.
+    } else if (inflation.kind != InflationKind::kMeasured) {
+      rejection = fmt::format("its step inflation is {}", inflation.describe());
+    } else if (!inflation.finite_upper()) {
+      rejection = fmt::format("its step inflation {} has no upper bound: the compressed run did not reach the "
+                              "uncompressed run's loss in some resamples",
+                              inflation.describe());
+    } else if (!inflation.by_definition && !(*v.speedups.effective_low > evidence.bar)) {
+      rejection = fmt::format("its effective speedup's lower end {:.3f} (the step speedup's {:.3f} / the inflation's "
+                              "upper end {:.3f}) does not exceed {:.3f}{} ({})",
+                              *v.speedups.effective_low, s.ci_low, inflation.high, evidence.bar,
+                              evidence.bar > 1 ? ", the best non-compressing config's step speedup" : "",
+                              v.speedups.describe());
+    } else if (!s.accepted) {
+      rejection = s.ci_high < 1 ? fmt::format("it is significantly slower than DDP defaults: its speedup {:.3f}x has "
+                                              "a 95% interval [{:.3f}, {:.3f}] wholly below 1",
+                                              s.speedup, s.ci_low, s.ci_high)
+                                : fmt::format("its speedup {:.3f}x has a 95% interval [{:.3f}, {:.3f}] that does not "
+                                              "exclude 1",
+                                              s.speedup, s.ci_low, s.ci_high);
     }
   } else if (rejection.empty()) {
     rejection = "fewer than two pairs completed";
   }
   v.accepted = rejection.empty();
-  v.note = v.accepted ? fmt::format("{}: {:.3f}x over DDP defaults, 95% interval [{:.3f}, {:.3f}] over {} pairs",
-                                    candidate.describe(), *v.speedup, *v.ci_low, *v.ci_high, pairs.size())
-                      : fmt::format("keep DDP defaults: candidate {} rejected: {}", candidate.describe(), rejection);
+  if (!v.accepted) {
+    v.note = fmt::format("keep DDP defaults: candidate {} rejected: {}", candidate.describe(), rejection);
+  } else if (evidence.inflation.by_definition) {
+    v.note = fmt::format("{}: {:.3f}x over DDP defaults, 95% interval [{:.3f}, {:.3f}] over {} pairs (inflation 1: "
+                         "no compression, effective = step speedup)",
+                         candidate.describe(), *v.speedup, *v.ci_low, *v.ci_high, pairs.size());
+  } else {
+    v.note = fmt::format("{}: {} over DDP defaults over {} pairs (effective = step speedup / inflation; its lower end "
+                         "exceeds {:.3f})",
+                         candidate.describe(), v.speedups.describe(), pairs.size(), evidence.bar);
+  }
   return v;
 }
 

@@ -1,16 +1,29 @@
 // The decision rule: when the best configuration of the search replaces DDP's defaults.
 //
-// The candidate runs again alternated with DDP's defaults in the same workers (DESIGN.md,
-// "Statistics"): one sample = one (candidate, baseline) pair, its speedup = baseline median step
-// time / candidate median step time (statistics.h: pair_speedup). The candidate is kept only if
+// A faster step is not a faster training when it needs more steps. The rule decides on the
+// effective speedup = step speedup / step inflation (inflation.h: the steps a compressed run needs
+// to reach the uncompressed run's loss, over the steps that run needed; 1 by definition for a config
+// that changes no numerics).
+//
+// The search ranks configs by p50 step time x the upper end of their inflation interval (p50 for
+// the uncompressed ones); a compressed config whose inflation is infinite or unmeasurable is not
+// ranked (not chosen, the reason says which). The best of that ranking runs again alternated with
+// DDP's defaults in the same workers (DESIGN.md, "Statistics"): one sample = one (candidate,
+// baseline) pair, its step speedup = baseline median step time / candidate median step time
+// (statistics.h: pair_speedup). The candidate is kept only if
 //   - every run of every pair completed,
 //   - after each pair its loss is within the loss tolerance of the baseline's (same weights, same
-//     batches: an exact algorithm should match), or, for a config that changes numerics
-//     (compression), it passes the convergence guard against that pair's baseline
-//     (convergence_guard.h: gradient fidelity and the loss trajectory), and
-//   - the 95% Student-t interval of the mean log pair speedup lies above 1 (at least two pairs).
-// Otherwise "keep DDP defaults" is the decision, with the reason. The session (session.cc) runs the
-// pairs and stores what this rule says.
+//     batches: an exact algorithm should match); a config that changes numerics (compression) is
+//     not judged again in the pairs: the convergence guard judged its trajectory once
+//     (convergence_guard.h), and that verdict stands,
+//   - at least two pairs completed, and
+//   - the lower end of the 95% Student-t interval of the mean log pair speedup, divided by the upper
+//     end of the inflation interval, exceeds a bar: 1 for a config that changes no numerics;
+//     max(1, the best non-compressing config's step speedup in the search) for a compressed one (a
+//     compressed config must beat what the exact configs already give).
+// A compressed candidate that fails goes no further: the best non-compressing config goes to the
+// pairs instead (session.cc). Otherwise "keep DDP defaults" is the decision, with the reason. The
+// decision's note shows step speedup, inflation and effective speedup side by side.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +34,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "acspeed/config.h"
+#include "acspeed/tuner/effective_speedup.h"
+#include "acspeed/tuner/inflation.h"
 #include "acspeed/tuner/trial_metrics.h"
 
 namespace acspeed::tuner {
@@ -34,8 +49,6 @@ struct PairRun {
   std::vector<double> candidate_steps_s;  // raw step times (max over ranks per step)
   std::vector<double> baseline_steps_s;
   std::optional<double> candidate_loss, baseline_loss, baseline_loss_first;
-  TrialMetrics candidate_metrics, baseline_metrics;  // the runs' metrics (the guard's evidence)
-  nlohmann::json guard;                              // compressed candidates: the guard's verdict on this pair
 };
 // The evidence entry of a pair: its order, both runs' step times and losses, its speedup.
 void to_json(nlohmann::json& j, const PairRun& pair);
@@ -45,14 +58,22 @@ struct RuleOptions {
   uint64_t seed = 0;             // the session's seed (recorded with the interval)
 };
 
-// Why `candidate` is out after this pair: its loss is beyond the tolerance, or (compressed) the
-// convergence guard fails it, whose evidence goes to pair.guard; "" when it is not.
-std::string pair_rejection(const CommConfig& candidate, PairRun& pair, const RuleOptions& options);
+// Why `candidate` is out after this pair: its loss is beyond the tolerance; "" when it is not (and
+// always for a compressed candidate: the guard's verdict on its trajectory stands).
+std::string pair_rejection(const CommConfig& candidate, const PairRun& pair, const RuleOptions& options);
+
+// What the candidate brings besides its pairs: its inflation, and the bar its effective speedup's
+// lower end must exceed.
+struct CandidateEvidence {
+  Inflation inflation = no_inflation();
+  double bar = 1;  // 1, or for a compressed config max(1, the best non-compressing config's step speedup)
+};
 
 struct Verdict {
   bool accepted = false;
-  std::string note;  // the decision's note: the speedup and interval, or why DDP's defaults stay
-  std::optional<double> speedup, ci_low, ci_high;
+  std::string note;  // the decision's note: the speedups and intervals, or why DDP's defaults stay
+  std::optional<double> speedup, ci_low, ci_high;  // the step speedup
+  EffectiveSpeedup speedups;                       // step speedup, inflation, effective speedup, bar
   std::vector<double> pair_speedups;
 };
 
@@ -60,6 +81,6 @@ struct Verdict {
 // ended early (a failed run, pair_rejection's reason), "" when every pair ran. A candidate that is
 // DDP's defaults (the fastest configuration measured) is kept without pairs.
 Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, const std::string& stopped_because,
-              const RuleOptions& options);
+              const RuleOptions& options, const CandidateEvidence& evidence = {});
 
 }  // namespace acspeed::tuner

@@ -1,5 +1,7 @@
 #include "acspeed/tuner/gradient_layout.h"
 
+#include "acspeed/comm_methods.h"
+
 #include <algorithm>
 #include <string>
 
@@ -12,20 +14,6 @@ namespace acspeed::tuner {
 namespace {
 
 using nlohmann::json;
-
-// Bytes per element of what the hook sends for a gradient of `element_bytes`.
-int64_t element_bytes_sent(Compression compression, int element_bytes) {
-  switch (compression) {
-    case Compression::kNone:
-      return element_bytes;
-    case Compression::kFp16:
-    case Compression::kBf16:
-      return std::min(element_bytes, 2);  // a bucket no wider than the compressed type stays as it is
-    case Compression::kPowerSgd:
-      return std::max(element_bytes, 4);  // the factors' dtype: the gradients' promoted to at least fp32
-  }
-  return element_bytes;
-}
 
 constexpr int kMaxElementBytes = 16;
 
@@ -52,12 +40,12 @@ void entries(const json& j, const std::string& key, Add&& add) {
 }  // namespace
 
 int64_t sent_bytes(const GradientLayout& layout, const CommConfig& config) {
-  const Compression compression = config.compression;
+  const CompressionInfo& compression = info(config.compression);
   int64_t total = 0;
-  for (const auto& v : layout.vectors) total += v.count * v.numel * element_bytes_sent(compression, v.element_bytes);
+  for (const auto& v : layout.vectors) total += v.count * v.numel * wire_element_bytes(compression, v.element_bytes);
   for (const auto& m : layout.matrices) {
-    const int64_t element = element_bytes_sent(compression, m.element_bytes);
-    if (compression == Compression::kPowerSgd) {
+    const int64_t element = wire_element_bytes(compression, m.element_bytes);
+    if (compression.form == WireForm::kLowRank) {  // each matrix as its rank's two factors
       const int64_t rank = std::min<int64_t>({config.powersgd_rank, m.rows, m.columns});
       total += m.count * (m.rows + m.columns) * rank * element;
     } else {

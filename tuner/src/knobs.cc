@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/search_space.h"
@@ -134,14 +135,18 @@ std::vector<Knob> make_knobs() {
   k.push_back(list_knob<Algorithm>(
       "algorithm", "algorithms", "ACSPEED_ALGORITHM",
       [] {
-        return fmt::format("{} (default: allreduce,reduce_scatter, and hierarchical on several nodes)",
-                           fmt::join(algorithm_names(), ","));
+        std::vector<std::string> flat, by_node;
+        for (const auto& a : algorithms()) (a.by_node ? by_node : flat).emplace_back(a.name);
+        return fmt::format("{} (default: {}, and {} on several nodes)", fmt::join(algorithm_names(), ","),
+                           fmt::join(flat, ","), fmt::join(by_node, ","));
       },
       {&SearchSpace::algorithms, Algorithm::kAllreduce, "{}", {}, parse_algorithm_list,
        [](Algorithm a, CommConfig& c) { c.algorithm = a; }, [](const CommConfig& c) { return c.algorithm; }}));
   k.back().unset = [](SearchSpace& s, const KnobContext& context) {
-    s.algorithms = {Algorithm::kAllreduce, Algorithm::kReduceScatter};
-    if (context.nnodes > 1) s.algorithms.push_back(Algorithm::kHierarchical);
+    s.algorithms.clear();  // those that work node by node only where there are nodes
+    for (const auto& a : algorithms()) {
+      if (!a.by_node || context.nnodes > 1) s.algorithms.push_back(a.kind);
+    }
   };
   k.push_back(list_knob<int>(
       "streams", "streams", "ACSPEED_STREAMS",
@@ -202,7 +207,7 @@ std::vector<Knob> make_knobs() {
       {&SearchSpace::powersgd_ranks, kDefaultPowerSgdRank, "powersgd rank {}", searches_powersgd,
        parse_powersgd_rank_list,
        [](int rank, CommConfig& c) {
-         if (c.compression == Compression::kPowerSgd) c.powersgd_rank = rank;  // other configs do not use it
+         if (info(c.compression).ranked) c.powersgd_rank = rank;  // other configs do not use it
        },
        [](const CommConfig& c) { return c.powersgd_rank; }}));
   k.back().parse = [](SearchSpace& s, std::string_view option, std::string_view text) {

@@ -6,6 +6,7 @@
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
+#include "decision_evidence.h"
 #include "worker_launch.h"
 
 namespace acspeed::tuner {
@@ -58,6 +59,12 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   lines.push_back(fmt::format("  each trial: {} warm-up + {} timed steps, timeout {} s; decision: {} alternated pairs vs "
                               "DDP defaults",
                               o.warmup, o.steps, o.trial_timeout_s, o.repeats));
+  if (o.compression_searched) {
+    lines.push_back(fmt::format("  compression: the convergence guard trains {}-step loss trajectories (one per "
+                                "numerics, one uncompressed) on {}; configs are ranked by p50 x the upper end of "
+                                "their step inflation",
+                                o.trajectory_steps, guard_data(o)));
+  }
   if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
   if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
   WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");

@@ -16,7 +16,8 @@ constexpr const char* kWorkerMeasured[] = {
     metric::kRebuildS,       metric::kComputeS,       metric::kCommS,          metric::kExposedCommS,
     metric::kProbe,          metric::kBucketCount,    metric::kBucketBytes,    metric::kForwardS,
     metric::kOptimizerS,     metric::kWarmupSteps,    metric::kCompressionS,   metric::kFidelityCosine,
-    metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps, metric::kCpuFloorS};
+    metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps, metric::kCpuFloorS,
+    metric::kTrajectory,     metric::kTrajectoryFinite};
 
 json parse_message(const std::string& line) {
   const json j = json::parse(line, nullptr, false);
@@ -94,6 +95,7 @@ void to_json(json& j, const TrialRequest& r) {
   j = {{"id", r.id}, {"config", r.config}, {"warmup", r.warmup}, {"steps", r.steps}};
   if (r.mode != TrialMode::kDdp) j["mode"] = to_string(r.mode);
   if (r.fidelity_steps > 0) j["fidelity_steps"] = r.fidelity_steps;
+  if (r.trajectory_steps > 0) j["trajectory_steps"] = r.trajectory_steps;
 }
 
 std::string_view to_string(TrialMode mode) {
@@ -116,6 +118,10 @@ void from_json(const json& j, TrialRequest& r) {
   json_io::read(j, "fidelity_steps", r.fidelity_steps);
   if (r.fidelity_steps < 0) ACS_THROW(InvalidArgument, "fidelity_steps {} is negative (0: none, > 0: check steps)",
                                       r.fidelity_steps);
+  json_io::read(j, "trajectory_steps", r.trajectory_steps);
+  if (r.trajectory_steps < 0) {
+    ACS_THROW(InvalidArgument, "trajectory_steps {} is negative (0: none, > 0: steps)", r.trajectory_steps);
+  }
   std::string mode = "ddp";
   json_io::read(j, "mode", mode);
   for (TrialMode m : {TrialMode::kDdp, TrialMode::kComputeOnly, TrialMode::kHooked}) {

@@ -6,19 +6,20 @@
 //                     "backend":"gloo","device":"cpu","model":"resnet18","model_signature":"p62-...",
 //                     "param_count":11689512,"param_bytes":46758048,"torch_version":"2.15.0",
 //                     "nccl_version":"","cuda_version":"","batch_size":8,"precision":"fp32",
-//                     "probe":"cpu-timers","gradients":{"matrices":[[64,27,4,1],...],"vectors":[[64,4,2],...]}}
+//                     "probe":"acspeed.probes","gradients":{"matrices":[[64,27,4,1],...],"vectors":[[64,4,2],...]}}
 //                    {"v":1,"type":"fatal","error":"...","usage":false}  (setup failed; the worker exits;
 //                                                     usage: the --model given names nothing buildable)
 //   tuner -> worker  {"v":1,"type":"trial","id":7,"config":{CommConfig JSON},"warmup":2,"steps":5,
-//                     "mode":"compute","fidelity_steps":32}   (mode: absent = "ddp"; see TrialMode;
-//                     fidelity_steps: absent = 0, the gradient-fidelity window of a compressed config,
-//                     convergence_guard.h)
+//                     "mode":"compute","fidelity_steps":32,"trajectory_steps":60}   (mode: absent = "ddp";
+//                     see TrialMode; fidelity_steps: absent = 0, the gradient-fidelity window of a compressed
+//                     config; trajectory_steps: absent = 0, the loss trajectory; convergence_guard.h)
 //   worker -> tuner  {"v":1,"type":"result","id":7,"status":"ok","step_times_s":[...],
 //                     "loss_first":6.9,"loss":6.8,"losses":[6.9,...,6.8],"warmup_steps":2,"finite":true,
-//                     "rebuild_s":0.4,"compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu-timers",
+//                     "rebuild_s":0.4,"compute_s":..,"comm_s":..,"exposed_comm_s":..,"probe":"cpu",
 //                     "bucket_count":3,"bucket_bytes":46758048,   (compute mode: "forward_s", "optimizer_s")
 //                     compressed configs: "fidelity_cosine","fidelity_norm_error","fidelity_step_cosine_min",
-//                     "fidelity_steps"; powersgd: "compression_s"; where /proc/stat reads: "cpu_floor_s"}
+//                     "fidelity_steps"; powersgd: "compression_s"; where /proc/stat reads: "cpu_floor_s";
+//                     trajectory_steps > 0: "trajectory":[...] or "trajectory_finite":false}
 //                    {"v":1,"type":"result","id":7,"status":"failed","error":"RuntimeError: ..."}
 //   tuner -> worker  {"v":1,"type":"stop"}
 // Rank 0 broadcasts each tuner message to the other ranks; step times are the max over ranks per
@@ -102,6 +103,7 @@ struct TrialRequest {
   int steps = 0;
   TrialMode mode = TrialMode::kDdp;
   int fidelity_steps = 0;  // > 0: measure the gradient-fidelity window (compressed configs only)
+  int trajectory_steps = 0;  // > 0: run the loss trajectory of that many steps (convergence_guard.h)
 };
 
 struct TrialReply {

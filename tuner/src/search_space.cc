@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/settings.h"
 #include "acspeed/tuner/knobs.h"
@@ -133,11 +134,12 @@ std::vector<double> parse_bucket_list(std::string_view option, std::string_view 
     try {
       mb = parse_float(option, item);
     } catch (const InvalidArgument&) {
-      ACS_THROW(InvalidArgument, "{} item '{}' is not a size in MiB (accepted: numbers > 0 and <= 65536, e.g. 1,5,25,100)",
-                option, item);
+      ACS_THROW(InvalidArgument, "{} item '{}' is not a size in MiB (accepted: numbers > 0 and <= {:g}, e.g. 1,5,25,100)",
+                option, item, kMaxBucketMb);
     }
-    if (!(std::isfinite(mb) && mb > 0 && mb <= 65536)) {
-      ACS_THROW(InvalidArgument, "{} item '{}' is out of range (accepted: a size in MiB > 0 and <= 65536)", option, item);
+    if (!(std::isfinite(mb) && mb > 0 && mb <= kMaxBucketMb)) {
+      ACS_THROW(InvalidArgument, "{} item '{}' is out of range (accepted: a size in MiB > 0 and <= {:g})", option, item,
+                kMaxBucketMb);
     }
     return mb;
   });
@@ -157,9 +159,10 @@ std::vector<Algorithm> parse_algorithm_list(std::string_view option, std::string
 std::vector<int> parse_streams_list(std::string_view option, std::string_view text) {
   return parse_items<int>(option, text, [&](const std::string& item) {
     try {
-      return static_cast<int>(parse_int(option, item, 1, 64));
+      return static_cast<int>(parse_int(option, item, 1, kMaxStreams));
     } catch (const InvalidArgument&) {
-      ACS_THROW(InvalidArgument, "{} item '{}' is not a stream count (accepted: integers 1 to 64)", option, item);
+      ACS_THROW(InvalidArgument, "{} item '{}' is not a stream count (accepted: integers 1 to {})", option, item,
+                kMaxStreams);
     }
   });
 }
@@ -188,10 +191,10 @@ std::vector<std::string> parse_nccl_choice_list(std::string_view option, std::st
 std::vector<int> parse_channels_list(std::string_view option, std::string_view text) {
   return parse_items<int>(option, text, [&](const std::string& item) {
     try {
-      return static_cast<int>(parse_int(option, item, 0, 64));
+      return static_cast<int>(parse_int(option, item, 0, kMaxNcclChannels));
     } catch (const InvalidArgument&) {
-      ACS_THROW(InvalidArgument, "{} item '{}' is not a channel count (accepted: integers 0 to 64, 0 = NCCL's choice)",
-                option, item);
+      ACS_THROW(InvalidArgument, "{} item '{}' is not a channel count (accepted: integers 0 to {}, 0 = NCCL's choice)",
+                option, item, kMaxNcclChannels);
     }
   });
 }
@@ -210,8 +213,8 @@ std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_v
 }
 
 bool searches_powersgd(const SearchSpace& space) {
-  return std::find(space.compression.begin(), space.compression.end(), Compression::kPowerSgd) !=
-         space.compression.end();
+  return std::any_of(space.compression.begin(), space.compression.end(),
+                     [](Compression c) { return info(c).ranked; });
 }
 
 std::vector<bool> parse_bool_list(std::string_view option, std::string_view text) {

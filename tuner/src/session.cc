@@ -8,9 +8,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/process/signals.h"
+#include "acspeed/tuner/inflation.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/strategy.h"
 #include "calibration.h"
@@ -47,13 +49,16 @@ class Session {
   void open_session();
   Measured run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
                      std::optional<size_t> candidate_index, const std::string& label,
-                     TrialMode mode = TrialMode::kDdp);
+                     TrialMode mode = TrialMode::kDdp, bool with_trajectory = false);
   void calibrate_model();
   void remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics);
   std::optional<double> bound_of(const CommConfig& config) const;
   bool budget_allows(int trials_ahead) const;
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
+  const Measured* best_exact() const;
+  CandidateEvidence evidence_for(const Measured& candidate) const;
+  std::vector<PairRun> run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because);
   void search();
   void report_search() const;
   void hint_compression() const;
@@ -86,25 +91,22 @@ class Session {
   std::optional<TrialMetrics> guard_reference_;
 };
 
-bool changes_numerics(const CommConfig& config) { return config.compression != Compression::kNone; }
-
 // What a compressed config's gradient-fidelity window depends on (convergence_guard.h): its
 // numerics, not its buckets or lanes.
 std::string numerics_key(const CommConfig& config) {
   std::string key(to_string(config.compression));
-  if (config.compression == Compression::kPowerSgd) {
-    key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
-  }
-  if (config.algorithm == Algorithm::kHierarchical) key += " hierarchical";
+  if (info(config.compression).ranked) key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
+  if (info(config.algorithm).by_node) key += fmt::format(" {}", to_string(config.algorithm));
   return key;
 }
 
 // A trial of this session (a search trial, or a stored decision-pair run) whose fidelity window
-// covers `config`'s numerics, or nullptr: the window is measured once per numerics.
+// and loss trajectory cover `config`'s numerics, or nullptr: both are measured once per numerics.
 const Measured* Session::fidelity_measured(const CommConfig& config) const {
   const std::string key = numerics_key(config);
   auto covers = [&key](const Measured& m) {
-    return m.metrics.fidelity_cosine && m.metrics.fidelity_norm_error && numerics_key(m.config) == key;
+    const bool trajectory = !m.metrics.trajectory.empty() || m.metrics.trajectory_finite == false;
+    return m.metrics.fidelity_cosine && m.metrics.fidelity_norm_error && trajectory && numerics_key(m.config) == key;
   };
   for (const auto& m : measured_) {
     if (covers(m)) return &m;
@@ -176,7 +178,8 @@ bool Session::budget_allows(int trials_ahead) const {
 }
 
 Measured Session::run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
-                            std::optional<size_t> candidate_index, const std::string& label, TrialMode mode) {
+                            std::optional<size_t> candidate_index, const std::string& label, TrialMode mode,
+                            bool with_trajectory) {
   TrialRecord record;
   record.session_id = session_id_;
   record.ordinal = next_ordinal_++;
@@ -191,8 +194,12 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   const Measured* window = nullptr;
   if (mode == TrialMode::kDdp && changes_numerics(config)) {
     window = fidelity_measured(config);
-    if (window == nullptr) request.fidelity_steps = kFidelitySteps;
+    if (window == nullptr) {
+      request.fidelity_steps = kFidelitySteps;
+      request.trajectory_steps = o_.trajectory_steps;
+    }
   }
+  if (with_trajectory) request.trajectory_steps = o_.trajectory_steps;
   const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
   record.finished_at = utc_now();
   trial_walls_.push_back(outcome.wall_s);
@@ -216,6 +223,9 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
       m.metrics.fidelity_step_cosine_min = w.fidelity_step_cosine_min;
       m.metrics.fidelity_steps = w.fidelity_steps;
       m.metrics.fidelity_trial = w.fidelity_trial.value_or(window->ordinal);
+      m.metrics.trajectory = w.trajectory;
+      m.metrics.trajectory_finite = w.trajectory_finite;
+      m.metrics.trajectory_trial = w.trajectory_trial.value_or(window->ordinal);
     }
     if (m.metrics.finite != true) {
       m.status = "failed";
@@ -261,28 +271,33 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
 
 void Session::ensure_guard_reference() {
   const bool compressed_searched = std::any_of(o_.space.compression.begin(), o_.space.compression.end(),
-                                               [](Compression c) { return c != Compression::kNone; });
+                                               [](Compression c) { return info(c).changes_numerics; });
   if (!compressed_searched) return;
+  // A resumed session's uncompressed trajectory, when it stored one.
   for (const auto& m : measured_) {
-    if (!changes_numerics(m.config) && m.cost < kFailedCost && !m.metrics.losses.empty()) {
+    if (!changes_numerics(m.config) && m.cost < kFailedCost && !m.metrics.trajectory.empty()) {
       guard_reference_ = m.metrics;
       break;
     }
   }
   if (!guard_reference_) {
-    // The search's start when it is uncompressed (then it counts as a search trial), else DDP's defaults.
+    // The search's start when it is uncompressed and not measured yet (then it counts as a search
+    // trial), else DDP's defaults; either way with the uncompressed trajectory.
     const CommConfig start = o_.space.config_at(o_.space.default_point());
-    const bool in_space = !changes_numerics(start);
+    const bool in_space = !changes_numerics(start) && find(start) == nullptr;
     const CommConfig reference = in_space ? start : CommConfig{};
     Measured m = run_trial(reference, in_space ? "search" : "baseline", std::nullopt,
                            in_space ? std::optional<size_t>(o_.space.ordinal_of(o_.space.default_point())) : std::nullopt,
                            in_space ? reference.describe()
                                     : fmt::format("{} (the convergence guard's uncompressed reference)",
-                                                  reference.describe()));
-    if (m.cost == kFailedCost || m.metrics.losses.empty()) {
+                                                  reference.describe()),
+                           TrialMode::kDdp, true);
+    if (m.cost == kFailedCost || m.metrics.trajectory.empty()) {
       ACS_THROW(Error, "the uncompressed reference run for the convergence guard failed ({}): compressed configs "
                        "cannot be judged",
-                m.error.empty() ? "no loss trajectory" : m.error);
+                m.error.empty() ? (m.metrics.trajectory_finite == false ? "a loss of its trajectory became NaN/Inf"
+                                                                         : "no loss trajectory")
+                                : m.error);
     }
     guard_reference_ = m.metrics;
     if (in_space) measured_.push_back(std::move(m));
@@ -324,13 +339,29 @@ void Session::search() {
 
 void Session::gate_compression(Measured& m) const {
   if (!changes_numerics(m.config) || m.cost == kFailedCost || !guard_reference_) return;
-  const GuardVerdict verdict = judge_convergence(m.metrics, *guard_reference_);
+  GuardVerdict verdict = judge_convergence(m.metrics, *guard_reference_);
+  InflationOptions inflation_options;
+  inflation_options.seed = o_.seed;
+  const Inflation inflation = measure_inflation(m.metrics.trajectory, guard_reference_->trajectory, inflation_options);
+  m.metrics.inflation = inflation;
+  verdict.evidence["data"] = guard_data(o_);
+  verdict.evidence["trajectory_steps"] = static_cast<int>(m.metrics.trajectory.size());
   m.metrics.guard = verdict.evidence;
   if (!verdict.passed) {
     m.cost = kFailedCost;
     m.status = "failed";
     m.error = "convergence guard: " + verdict.reason;
     observer_.note(fmt::format("  {} rejected by the convergence guard: {}", m.config.describe(), verdict.reason));
+  } else if (!inflation.finite_upper()) {
+    // Not ranked: nothing bounds how many more steps it needs (decision_rule.h).
+    m.cost = kFailedCost;
+    observer_.note(fmt::format("  {} not chosen: its step inflation {}", m.config.describe(),
+                               inflation.kind == InflationKind::kMeasured
+                                   ? inflation.describe() + " has no upper bound"
+                                   : "is " + inflation.describe()));
+  } else {
+    // Ranked by p50 x the upper end of its inflation (decision_rule.h).
+    m.cost = m.metrics.p50_s * inflation.high;
   }
 }
 
@@ -348,6 +379,67 @@ void Session::report_search() const {
   std::stable_sort(results.begin(), results.end(),
                    [](const SearchResult& a, const SearchResult& b) { return a.cost_s < b.cost_s; });
   observer_.search_finished(results);
+}
+
+// The fastest search result that changes no numerics.
+const Measured* Session::best_exact() const {
+  const Measured* best = nullptr;
+  for (const auto& m : measured_) {
+    if (!changes_numerics(m.config) && m.cost < kFailedCost && (best == nullptr || m.cost < best->cost)) best = &m;
+  }
+  return best;
+}
+
+// The inflation of `candidate` and the bar of the decision rule (decision_rule.h).
+CandidateEvidence Session::evidence_for(const Measured& candidate) const {
+  CandidateEvidence e;
+  if (!changes_numerics(candidate.config)) return e;
+  e.inflation = candidate.metrics.inflation.value_or(Inflation{});
+  const Measured* defaults = find(CommConfig{});
+  const Measured* exact = best_exact();
+  if (defaults != nullptr && exact != nullptr && defaults->cost < kFailedCost) {
+    e.bar = std::max(1.0, defaults->cost / exact->cost);
+  }
+  return e;
+}
+
+// `candidate` alternated with DDP's defaults in o_.repeats pairs, numbered from `first_index` (the
+// stored pairs of a resumed session are reused); stops at the first failed or rejected pair.
+std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because) {
+  const RuleOptions rule{o_.loss_tolerance, o_.seed};
+  observer_.note(fmt::format("\nconfirming {} against DDP defaults in {} alternated pairs", candidate.describe(),
+                             o_.repeats));
+  const CommConfig baseline;
+  std::vector<PairRun> pairs;
+  int reused = 0;
+  for (int n = 0; n < o_.repeats && stopped_because.empty(); ++n) {
+    const int i = first_index + n;
+    const bool candidate_first = n % 2 == 0;
+    Measured runs[2];  // candidate, baseline
+    const bool stored = stored_pair(stored_pair_trials_, i, candidate, runs);
+    if (stored) ++reused;
+    for (int k = 0; k < 2 && !stored; ++k) {
+      const bool is_candidate = (k == 0) == candidate_first;
+      runs[is_candidate ? 0 : 1] =
+          run_trial(is_candidate ? candidate : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
+                    fmt::format("pair {} {}", n + 1, is_candidate ? candidate.describe() : "DDP defaults"));
+    }
+    const Measured& c = runs[0];
+    const Measured& b = runs[1];
+    if (c.status != "ok") {
+      stopped_because = fmt::format("the candidate failed in pair {}: {}", n + 1, c.error);
+      break;
+    }
+    if (b.status != "ok") {
+      stopped_because = fmt::format("the DDP-defaults baseline failed in pair {}: {}", n + 1, b.error);
+      break;
+    }
+    PairRun pair = pair_of(candidate_first, c, b);
+    stopped_because = pair_rejection(candidate, pair, rule);
+    pairs.push_back(std::move(pair));
+  }
+  if (reused > 0) observer_.note(fmt::format("  {} pair(s) stored before the interruption reused", reused));
+  return pairs;
 }
 
 void Session::decide() {
@@ -379,42 +471,45 @@ void Session::decide() {
   std::vector<PairRun> pairs;
   std::string stopped_because;
   if (!best.config.is_default()) {
-    observer_.note(fmt::format("\nconfirming {} against DDP defaults in {} alternated pairs", best.config.describe(),
-                               o_.repeats));
-    const CommConfig baseline;
-    int reused = 0;
-    for (int i = 0; i < o_.repeats && stopped_because.empty(); ++i) {
-      const bool candidate_first = i % 2 == 0;
-      Measured runs[2];  // candidate, baseline
-      const bool stored = stored_pair(stored_pair_trials_, i, best.config, runs);
-      if (stored) ++reused;
-      for (int k = 0; k < 2 && !stored; ++k) {
-        const bool is_candidate = (k == 0) == candidate_first;
-        runs[is_candidate ? 0 : 1] =
-            run_trial(is_candidate ? best.config : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
-                      fmt::format("pair {} {}", i + 1, is_candidate ? best.config.describe() : "DDP defaults"));
-      }
-      const Measured& c = runs[0];
-      const Measured& b = runs[1];
-      if (c.status != "ok") {
-        stopped_because = fmt::format("the candidate failed in pair {}: {}", i + 1, c.error);
-        break;
-      }
-      if (b.status != "ok") {
-        stopped_because = fmt::format("the DDP-defaults baseline failed in pair {}: {}", i + 1, b.error);
-        break;
-      }
-      PairRun pair = pair_of(candidate_first, c, b);
-      stopped_because = pair_rejection(best.config, pair, rule);
-      pairs.push_back(std::move(pair));
-    }
-    if (reused > 0) observer_.note(fmt::format("  {} pair(s) stored before the interruption reused", reused));
+    pairs = run_pairs(best.config, 0, stopped_because);
     evidence["pairs"] = pairs;
     evidence["loss_tolerance"] = o_.loss_tolerance;
   }
-  const Verdict verdict = judge(best.config, pairs, stopped_because, rule);
-  decision.config = verdict.accepted ? best.config : CommConfig{};
-  decision.note = verdict.note;
+  Verdict verdict = judge(best.config, pairs, stopped_because, rule, evidence_for(best));
+  evidence["speedups"] = verdict.speedups;
+  CommConfig chosen = verdict.accepted ? best.config : CommConfig{};
+  std::string note = verdict.note;
+  // A compressed candidate that fails: the best non-compressing config goes to the pairs instead.
+  const Measured* exact = best_exact();
+  if (!verdict.accepted && changes_numerics(best.config) && exact != nullptr && !exact->config.is_default()) {
+    evidence["compressed_candidate"] = {{"candidate", best.config},
+                                        {"pairs", pairs},
+                                        {"speedups", verdict.speedups},
+                                        {"note", verdict.note}};
+    std::string stopped;
+    const std::vector<PairRun> exact_pairs = run_pairs(exact->config, o_.repeats, stopped);
+    const Verdict fallback = judge(exact->config, exact_pairs, stopped, rule, evidence_for(*exact));
+    evidence["candidate"] = exact->config;
+    evidence["guard"] = nullptr;
+    evidence["pairs"] = exact_pairs;
+    evidence["speedups"] = fallback.speedups;
+    note = fmt::format("{} (the compressed {})", fallback.note, verdict.note.substr(verdict.note.find("candidate ")));
+    chosen = fallback.accepted ? exact->config : CommConfig{};
+    verdict = fallback;
+  }
+  // The fastest step of the search, when a compressed config had it and was not ranked first.
+  const Measured* fastest_step = nullptr;
+  for (const auto& m : measured_) {
+    if (m.status == "ok" && (fastest_step == nullptr || m.metrics.p50_s < fastest_step->metrics.p50_s)) fastest_step = &m;
+  }
+  if (fastest_step != nullptr && changes_numerics(fastest_step->config) && !(fastest_step->config == best.config) &&
+      fastest_step->metrics.inflation) {
+    note += fmt::format("; the fastest step, {} ({}), was ranked {}: its step inflation is {}",
+                        fastest_step->config.describe(), format_seconds(fastest_step->metrics.p50_s),
+                        fastest_step->cost < kFailedCost ? "lower" : "out", fastest_step->metrics.inflation->describe());
+  }
+  decision.config = chosen;
+  decision.note = note;
   decision.speedup = verdict.speedup;
   decision.ci_low = verdict.ci_low;
   decision.ci_high = verdict.ci_high;

@@ -31,6 +31,8 @@ SessionRecord new_session_record(const TuneOptions& o, const WorkerHello& hello,
                         {"budget_minutes", o.budget_minutes},
                         {"trial_timeout_s", o.trial_timeout_s},
                         {"loss_tolerance", o.loss_tolerance},
+                        {"trajectory_steps", o.trajectory_steps},
+                        {"data", o.data},
                         {"nproc_per_node", o.nproc_per_node},
                         {"notes", o.notes}}
                        .dump();

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/tuner/statistics.h"
 
@@ -15,15 +16,15 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 // Bytes per node and step on the inter-node link, per byte of payload.
 double algorithm_factor(Algorithm algorithm, int world_size, int nnodes) {
-  if (algorithm == Algorithm::kHierarchical) return nnodes > 1 ? 2.0 * (nnodes - 1) / nnodes : 0.0;
+  if (info(algorithm).by_node) return nnodes > 1 ? 2.0 * (nnodes - 1) / nnodes : 0.0;
   return world_size > 1 ? 2.0 * (world_size - 1) / world_size : 0.0;
 }
 
-// Bytes per node and step on the inter-node link; nullopt for powersgd without the gradients' shapes.
+// Bytes per node and step on the inter-node link; nullopt for a low-rank compression without the gradients' shapes.
 std::optional<double> wire_bytes(const CommConfig& c, int64_t payload, const std::optional<GradientLayout>& gradients,
                                  int world_size, int nnodes) {
   double sent = 0;
-  if (c.compression == Compression::kPowerSgd) {
+  if (info(c.compression).form == WireForm::kLowRank) {
     if (!gradients) return std::nullopt;
     sent = static_cast<double>(sent_bytes(*gradients, c));
   } else {
@@ -35,16 +36,16 @@ std::optional<double> wire_bytes(const CommConfig& c, int64_t payload, const std
 }
 
 // Collectives a bucket issues, in units of the algorithm's own (what the link fit's latency is per).
-int collectives_per_bucket(const CommConfig& c) { return c.compression == Compression::kPowerSgd ? 3 : 1; }
+int collectives_per_bucket(const CommConfig& c) { return info(c.compression).collectives_per_bucket; }
 
 double collectives(const CommConfig& c, int buckets) {
   return static_cast<double>(buckets) * collectives_per_bucket(c) / c.streams;
 }
 
-// K, PowerSGD's own compute per step: the config's measured one, else the median of measured configs
-// with its rank; 0 for other compressions; nullopt when not measured.
+// K, a compression's own compute per step (PowerSGD's): the config's measured one, else the median of
+// measured configs with its compression and rank; 0 for compressions without; nullopt when not measured.
 std::optional<double> compression_cost(const StepModel& m, const CommConfig& c) {
-  if (c.compression != Compression::kPowerSgd) return 0.0;
+  if (!info(c.compression).own_compute) return 0.0;
   const MeasuredConfig* measured = find_measured(m, c);
   if (measured != nullptr && measured->compression_s) return measured->compression_s;
   std::vector<double> same_rank;
@@ -61,7 +62,7 @@ std::optional<double> compression_cost(const StepModel& m, const CommConfig& c) 
 // DDP's bucketing, approximately: a first bucket of first_bucket_mb, then buckets of bucket_cap_mb.
 int estimated_buckets(const CommConfig& c, int64_t payload) {
   const double first = c.first_bucket_mb.value_or(1.0) * kMiB;
-  const double cap = c.bucket_cap_mb.value_or(25.0) * kMiB;
+  const double cap = c.bucket_cap_mb.value_or(kDdpDefaultBucketMb) * kMiB;
   const double rest = std::max(0.0, static_cast<double>(payload) - first);
   return 1 + static_cast<int>(std::ceil(rest / cap));
 }
@@ -129,14 +130,11 @@ BorrowedHead borrowed_head(const StepModel& m, const CommConfig& c) {
 }  // namespace
 
 std::optional<double> wire_fraction(Compression compression) {
-  switch (compression) {
-    case Compression::kNone:
-      return 1.0;
-    case Compression::kFp16:
-    case Compression::kBf16:
-      return 0.5;
-    case Compression::kPowerSgd:
-      return std::nullopt;
+  const CompressionInfo& c = info(compression);
+  switch (c.form) {
+    case WireForm::kAsIs: return 1.0;
+    case WireForm::kCast: return c.cast_bytes / 4.0;  // of fp32 gradients
+    case WireForm::kLowRank: return std::nullopt;     // depends on the matrices' shapes (gradient_layout.h)
   }
   return std::nullopt;
 }
@@ -164,12 +162,13 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     if (t.metrics.bucket_bytes) model.payload_bytes = std::max(model.payload_bytes.value_or(0), *t.metrics.bucket_bytes);
     if (t.role == kRoleCompute && t.metrics.gradients) model.gradients = t.metrics.gradients;
   }
-  // Link samples: every trial that ran acspeed's hook under the probe, PowerSGD's excepted.
+  // Link samples: every trial that ran acspeed's hook under the probe, except those of a compression
+  // with compute of its own (PowerSGD's lies inside its communication spans).
   std::map<Algorithm, std::vector<LinkSample>> samples;
   std::vector<LinkSample> all;
   for (const auto& t : trials) {
     const auto& m = t.metrics;
-    if (t.role == kRoleCompute || t.config.compression == Compression::kPowerSgd || !m.comm_s || !m.bucket_count ||
+    if (t.role == kRoleCompute || info(t.config.compression).own_compute || !m.comm_s || !m.bucket_count ||
         !m.bucket_bytes || *m.bucket_count <= 0) {
       continue;
     }
@@ -269,9 +268,10 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
   }
   const auto wire = wire_bytes(c, *m.payload_bytes, m.gradients, world, nnodes);
   if (!wire) {
-    p.why_not = c.compression == Compression::kPowerSgd
-                    ? "the session's compute-only trial does not carry the gradients' shapes (a session from before "
-                      "PowerSGD's byte model): the bytes powersgd sends are unknown"
+    p.why_not = info(c.compression).form == WireForm::kLowRank
+                    ? fmt::format("the session's compute-only trial does not carry the gradients' shapes (a session "
+                                  "from before {}'s byte model): the bytes {} sends are unknown",
+                                  info(c.compression).display_name, to_string(c.compression))
                     : fmt::format("no model of the bytes {} compression sends", to_string(c.compression));
     return p;
   }

@@ -67,6 +67,10 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
   put(metric::kFidelitySteps, m.fidelity_steps);
   put(metric::kFidelityTrial, m.fidelity_trial);
+  if (!m.trajectory.empty()) j[metric::kTrajectory] = m.trajectory;
+  put(metric::kTrajectoryFinite, m.trajectory_finite);
+  put(metric::kTrajectoryTrial, m.trajectory_trial);
+  put(metric::kInflation, m.inflation);
   if (!m.guard.is_null()) j[metric::kGuard] = m.guard;
   put(metric::kFinite, m.finite);
   put(metric::kRebuildS, m.rebuild_s);
@@ -108,6 +112,12 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
   read(j, metric::kFidelitySteps, m.fidelity_steps);
   read(j, metric::kFidelityTrial, m.fidelity_trial);
+  read(j, metric::kTrajectory, m.trajectory);
+  read(j, metric::kTrajectoryFinite, m.trajectory_finite);
+  read(j, metric::kTrajectoryTrial, m.trajectory_trial);
+  if (j.contains(metric::kInflation) && !j.at(metric::kInflation).is_null()) {
+    m.inflation = j.at(metric::kInflation).get<Inflation>();
+  }
   if (j.contains(metric::kGuard)) {
     if (!j.at(metric::kGuard).is_object() && !j.at(metric::kGuard).is_null()) {
       json_io::wrong_type(metric::kGuard, "an object", j.at(metric::kGuard));

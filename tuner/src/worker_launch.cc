@@ -27,6 +27,11 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
                    "--batch-size", std::to_string(o.batch_size),
                    "--image-size", std::to_string(o.image_size),
                    "--precision",  std::string(to_string(o.precision))};
+  if (!o.data.empty()) l.worker_args.insert(l.worker_args.end(), {"--data", o.data});
+  // The trajectories' batches are made when the workers start (convergence_guard.h).
+  if (o.compression_searched) {
+    l.worker_args.insert(l.worker_args.end(), {"--trajectory-steps", std::to_string(o.trajectory_steps)});
+  }
   l.nnodes = o.nnodes;
   l.node_rank = o.node_rank;
   l.nproc_per_node = o.nproc_per_node;

@@ -21,6 +21,11 @@ inline constexpr int kOldestConfigSchemaVersion = 1;
 inline constexpr int kDefaultPowerSgdRank = 4;
 inline constexpr int kDefaultPowerSgdStartStep = 10;
 inline constexpr int kMaxPowerSgdRank = 1 << 16;  // far above any matrix side; the hook clamps per tensor
+// The ranges every reader of a config checks (validation, the tuner's lists, the ACSPEED_* pins).
+inline constexpr double kDdpDefaultBucketMb = 25.0;  // DDP's bucket_cap_mb when a config leaves it unset
+inline constexpr double kMaxBucketMb = 65536;        // bucket sizes are > 0 and <= this (MiB)
+inline constexpr int kMaxStreams = 64;               // streams are 1..kMaxStreams
+inline constexpr int kMaxNcclChannels = 64;          // an NCCL rule's channels are 0 (NCCL's choice)..this
 
 // How gradient buckets are reduced.
 enum class Algorithm {
@@ -49,7 +54,7 @@ struct NcclRule {
   int64_t max_bytes = std::numeric_limits<int64_t>::max();
   std::string algorithm = "any";  // tree|ring|collnet_direct|collnet_chain|nvls|nvls_tree|pat|any
   std::string protocol = "any";   // ll|ll128|simple|any
-  int channels = 0;               // 0..64
+  int channels = 0;               // 0..kMaxNcclChannels
 
   bool operator==(const NcclRule& other) const;
 };
@@ -60,12 +65,12 @@ const std::vector<std::string>& nccl_protocol_names();
 
 struct CommConfig {
   // DDP constructor knobs; nullopt keeps DDP's own default.
-  std::optional<double> bucket_cap_mb;           // MiB, > 0 (DDP default 25)
+  std::optional<double> bucket_cap_mb;           // MiB, > 0 (DDP default kDdpDefaultBucketMb)
   std::optional<double> first_bucket_mb;         // MiB, > 0 (DDP default 1)
   std::optional<bool> gradient_as_bucket_view;   // DDP default false
   // Communication hook.
   Algorithm algorithm = Algorithm::kAllreduce;
-  int streams = 1;  // extra process groups the buckets are spread over, 1..64
+  int streams = 1;  // extra process groups the buckets are spread over, 1..kMaxStreams
   Compression compression = Compression::kNone;
   // PowerSGD (used only with compression powersgd): the rank of the factors, 1..kMaxPowerSgdRank,
   // clamped per tensor to the matrix's smaller side; the steps run with plain allreduce before it starts.

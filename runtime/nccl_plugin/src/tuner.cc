@@ -100,7 +100,7 @@ std::string describe_rules(const std::vector<CompiledRule>& rules) {
   return text;
 }
 
-// Parses a schema-v1 config into a rule set; throws InvalidArgument (bad config) or Error.
+// Parses a config (runtime/CONFIG.md, any schema version config_from_json reads) into a rule set; throws InvalidArgument (bad config) or Error.
 std::shared_ptr<const RuleSet> parse_rules(std::string_view json, std::string source) {
   std::vector<std::string> warnings;
   const CommConfig config = config_from_json(json, &warnings);

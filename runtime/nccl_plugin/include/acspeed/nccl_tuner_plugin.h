@@ -15,7 +15,7 @@
  *   acspeed_nccl_tuner_set_rules (below)
  *
  * How the Python side uses it (`import acspeed`)
- *   1. Before any NCCL communicator exists, write the active config (the schema-v1 JSON of
+ *   1. Before any NCCL communicator exists, write the active config (the versioned JSON of
  *      runtime/include/acspeed/config.h, config_to_json) to a file and set
  *        NCCL_TUNER_PLUGIN=<absolute path of libnccl-tuner-acspeed.so>   (NCCL limit: < 255 bytes)
  *        ACSPEED_NCCL_RULES=<absolute path of that config file>          (relative paths are refused)
@@ -60,7 +60,7 @@ extern "C" {
 #define ACSPEED_NCCL_TUNER_INTERNAL_ERROR 2 /* e.g. out of memory: rules kept */
 
 /* Replaces the rules of every communicator, existing and future, with the `nccl_rules` of
- * `config_json` (a schema-v1 config, NUL-terminated UTF-8). Thread-safe; never throws. On an error
+ * `config_json` (a config as config_to_json writes it, NUL-terminated UTF-8). Thread-safe; never throws. On an error
  * the previous rules stay in force and the reason is logged once (through NCCL's logger when a
  * communicator has been initialised, else to stderr as acspeed's own warning). */
 __attribute__((visibility("default"))) int acspeed_nccl_tuner_set_rules(const char* config_json);

@@ -8,12 +8,17 @@
 #include <string>
 #include <string_view>
 
+#include "acspeed/link_rate.h"
+
 namespace acspeed::testbed {
 
 inline constexpr int kMaxNodes = 64;
 inline constexpr int kMaxProcsPerNode = 256;
-inline constexpr int64_t kMinRateBps = 1'000'000;          // 1mbit
-inline constexpr int64_t kMaxRateBps = 100'000'000'000;    // 100gbit
+// Rates are runtime's (link_rate.h): acspeed-tune reads them too, without the testbed.
+using acspeed::format_rate;
+using acspeed::kMaxRateBps;
+using acspeed::kMinRateBps;
+using acspeed::parse_rate;
 
 struct Profile {
   int nodes = 0;
@@ -23,18 +28,12 @@ struct Profile {
 
   // Canonical spelling ("2x1@1gbit"): parse_profile(p.text()) == p.
   std::string text() const;
-  // What commands in a node see as ACSPEED_INSTANCE_TYPE: "testbed-" + text().
+  // What commands in a node see as ACSPEED_INSTANCE_TYPE: kTestbedInstanceTypePrefix + text().
   std::string instance_type() const;
   bool operator==(const Profile& other) const;
 };
 
 // Throws InvalidArgument naming the text and the grammar.
 Profile parse_profile(std::string_view text);
-
-// "500mbit", "1.5gbit", "800kbit", "2000000bit" (SI units, case-insensitive) -> bit/s, within
-// [kMinRateBps, kMaxRateBps]. `what` names the source in the error message.
-int64_t parse_rate(std::string_view what, std::string_view text);
-// The largest unit that keeps the number whole: 1'500'000'000 -> "1500mbit".
-std::string format_rate(int64_t bps);
 
 }  // namespace acspeed::testbed

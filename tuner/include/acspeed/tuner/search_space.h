@@ -25,8 +25,6 @@ namespace acspeed::tuner {
 
 using Point = std::vector<size_t>;  // one value index per knob, in SearchSpace::knob_names() order
 
-inline constexpr double kDdpDefaultBucketMb = 25.0;
-
 struct SearchSpace {
   std::vector<double> bucket_mb = {kDdpDefaultBucketMb};  // MiB
   std::vector<Algorithm> algorithms = {Algorithm::kAllreduce};
@@ -75,7 +73,7 @@ std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_v
 std::vector<bool> parse_bool_list(std::string_view option, std::string_view text);
 // The ranks searched when powersgd is: `--powersgd-ranks` when given, else 1,4.
 inline const std::vector<int> kDefaultPowerSgdRanks = {1, 4};
-// True when the space's compression list holds powersgd.
+// True when the space's compression list holds powersgd (a compression with a rank: comm_methods.h).
 bool searches_powersgd(const SearchSpace& space);
 
 // Restricts the knobs pinned by ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION/_POWERSGD_RANK to their pinned

@@ -49,6 +49,13 @@ struct TuneOptions {
   uint64_t seed = 0;
   int trial_timeout_s = 300;
   double loss_tolerance = 0.05;      // compression: |loss - baseline loss| <= tol x |baseline loss|
+  // Compression: steps of the convergence guard's loss trajectories (convergence_guard.h), apart
+  // from the timed steps; the step inflation (inflation.h) can measure up to about T / (T / 3) = 3.
+  int trajectory_steps = 60;
+  // pkg.module:function (rank, world_size, batch_size) -> iterable of (inputs, targets): the batches
+  // of the trials, the fidelity window and the trajectories (python/acspeed/batches.py); "" = the
+  // model's make_batch for the trials, a learnable synthetic stream for the trajectories.
+  std::string data;
   std::optional<int64_t> resume;     // session to continue
   std::string python;                // interpreter of the workers (python_interpreter.h)
   std::string python_path;           // put in front of the workers' PYTHONPATH: this build's package
@@ -71,7 +78,8 @@ struct TrialEvent {
   // The step model's bound for this config (step_model.h) and its predicted step, once the session
   // is calibrated; efficiency = bound / measured p50.
   std::optional<double> bound_s, predicted_s;
-  // The fastest search result so far (cost = median step time, s), when there is one.
+  // The best search result so far (cost = median step time x the upper end of its step inflation,
+  // 1 without compression; s), when there is one.
   std::optional<CommConfig> best_config;
   double best_cost_s = 0;
 };
@@ -80,7 +88,8 @@ struct TrialEvent {
 struct SearchResult {
   CommConfig config;
   std::string status;  // ok|failed|timeout
-  double cost_s;       // median step time; infinite when failed or rejected
+  double cost_s;       // median step time x the upper end of its inflation; infinite when failed, rejected
+                       // or of an infinite or unmeasurable inflation
   TrialMetrics metrics;
   std::optional<double> bound_s;  // the step model's bound, when calibrated
 };

@@ -14,7 +14,7 @@
 //   "compute_s"        float   probe: median per-step compute time (s), rank 0
 //   "comm_s"           float   probe: median per-step communication time (s), rank 0
 //   "exposed_comm_s"   float   probe: median per-step communication not hidden behind compute (s)
-//   "probe"            string  which probe produced the breakdown ("cpu-timers", "cupti", ...)
+//   "probe"            string  which probe produced the breakdown ("cpu" or "cupti", acspeed.probes' backends)
 //   "bucket_count"     int     probe, acspeed's hook: gradient buckets communicated per step
 //   "bucket_bytes"     int     probe, acspeed's hook: their payload per step before compression (bytes)
 //   "forward_s" "optimizer_s"  float   compute-only trials: median forward / optimizer time (s)
@@ -35,6 +35,14 @@
 //   "fidelity_steps"   int     check steps in the window
 //   "fidelity_trial"   int     the ordinal of the session's trial whose window these figures are (absent: this
 //                              trial's own; the tuner measures the window once per numerics, see session.cc)
+//   "trajectory"       [float] compressed configs and the guard's uncompressed reference: the loss of every step
+//                              (mean over ranks) of a trajectory of T steps on T distinct batches per rank from
+//                              the initial weights, compressing from its first step (convergence_guard.h)
+//   "trajectory_finite" bool   false: a loss of the trajectory became NaN/Inf (then no "trajectory")
+//   "trajectory_trial" int     the ordinal of the trial whose trajectory this is (absent: this trial's own;
+//                              measured once per numerics, as the fidelity window)
+//   "inflation"        object  compressed configs: the step inflation against the uncompressed trajectory
+//                              (inflation.h: kind, estimate, low, high, ...); absent: not judged
 //   "guard"            object  the convergence guard's verdict and evidence (passed, reason, fidelity, loss)
 //   "finite"           bool    no NaN/Inf in any loss of the trial (absent: not known)
 //   "rebuild_s"        float   seconds to (re)wrap the model in DDP with this config
@@ -50,6 +58,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/tuner/gradient_layout.h"
+#include "acspeed/tuner/inflation.h"
 
 namespace acspeed::tuner {
 
@@ -87,6 +96,10 @@ inline constexpr const char* kFidelityNormError = "fidelity_norm_error";
 inline constexpr const char* kFidelityStepCosineMin = "fidelity_step_cosine_min";
 inline constexpr const char* kFidelitySteps = "fidelity_steps";
 inline constexpr const char* kFidelityTrial = "fidelity_trial";
+inline constexpr const char* kTrajectory = "trajectory";
+inline constexpr const char* kTrajectoryFinite = "trajectory_finite";
+inline constexpr const char* kTrajectoryTrial = "trajectory_trial";
+inline constexpr const char* kInflation = "inflation";
 inline constexpr const char* kGuard = "guard";
 inline constexpr const char* kFinite = "finite";
 inline constexpr const char* kRebuildS = "rebuild_s";
@@ -114,6 +127,10 @@ struct TrialMetrics {
   std::optional<double> fidelity_cosine, fidelity_norm_error, fidelity_step_cosine_min;
   std::optional<int> fidelity_steps;
   std::optional<int64_t> fidelity_trial;
+  std::vector<double> trajectory;
+  std::optional<bool> trajectory_finite;
+  std::optional<int64_t> trajectory_trial;
+  std::optional<Inflation> inflation;
   nlohmann::json guard;  // null: the config was not judged (it changes no numerics, or it failed first)
   std::optional<bool> finite;  // nullopt: not recorded (never taken for finite)
   std::optional<double> rebuild_s;
