@@ -33,7 +33,9 @@ build=$repo/build-$tag
 dist=$repo/dist
 if command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$repo")}  # relative paths: build/ and build-cpXY/ share objects
+  # Relative paths and no build folder in the hash (ccache hashes it with -g): build/ and build-cpXY/
+  # share objects. The wheel's binaries are stripped, so no debug path of another folder ships.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$repo")} CCACHE_NOHASHDIR=1
 fi
 mkdir -p "$dist"
 rm -f "$dist"/acspeed-*-"$tag"-"$tag"-*.whl
