@@ -40,7 +40,8 @@ def test_import_is_lazy_and_patches_ddp_in_place():
     loaded, patched = done.stdout.splitlines()
     names = set(eval(loaded))  # noqa: S307 - the list printed above
     # no runtime, hooks, torchvision; the supported-versions check reads only package metadata
-    assert names == {"acspeed", "acspeed._exit", "acspeed._log", "acspeed._patch", "acspeed._supported", "acspeed.nccl"}
+    assert names == {"acspeed", "acspeed._exit", "acspeed._log", "acspeed._patch", "acspeed._supported", "acspeed.nccl",
+                     "acspeed.share_gpus"}
     assert patched == "True True"
 
 
