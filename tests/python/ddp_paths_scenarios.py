@@ -18,8 +18,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as torch_p
 import acspeed
 import acspeed.apply
 import acspeed.hooks
-from ddp_scenarios import (STOCK_HOOKS, Captured, CountingObserver, _inject_on, batches, config, environment,
-                           flat_params, make_model, plain_ddp, stock_hook_ddp, train)
+from ddp_scenarios import (STOCK_HOOKS, Captured, CountingObserver, batches, config, environment, flat_params,
+                           make_model, plain_ddp, scaled_steps, stock_hook_ddp, train)
 from torch.nn.parallel import DistributedDataParallel as DDP_CLASS
 
 
@@ -285,17 +285,8 @@ def _scaled_training(ddp, model, rank: int, bad_steps=(3,), steps: int = 7) -> d
     """SGD under a CPU GradScaler; rank 1's first weight gradient holds an Inf at `bad_steps`."""
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
-    scales, finite = [], []
-    for step, (x, y) in enumerate(batches(rank, steps)):
-        optimizer.zero_grad()
-        handle = _inject_on(1, next(model.parameters()), float("inf")) if step in bad_steps else None
-        grad_scaler.scale(torch.nn.functional.mse_loss(ddp(x), y)).backward()
-        if handle is not None:
-            handle.remove()
-        finite.append(all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
-        grad_scaler.step(optimizer)
-        grad_scaler.update()
-        scales.append(grad_scaler.get_scale())
+    scales, finite = scaled_steps(ddp, model, optimizer, grad_scaler, rank, steps,
+                                  {step: float("inf") for step in bad_steps})
     return {"scales": scales, "finite": finite, "params": flat_params(ddp)}
 
 

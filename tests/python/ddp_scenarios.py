@@ -549,6 +549,24 @@ def _inject_on(rank: int, parameter: torch.nn.Parameter, value: float):
     return parameter.register_hook(inject) if dist.get_rank() == rank else None
 
 
+def scaled_steps(ddp, model, optimizer, grad_scaler, rank: int, steps: int, injected: dict) -> tuple:
+    """Trains `steps` steps of `batches(rank, steps)` under `grad_scaler`; at each step in `injected`
+    (step -> value) rank 1's first weight gradient holds that value. Returns the scale after each step
+    and whether each step's gradients were finite."""
+    scales, finite = [], []
+    for step, (x, y) in enumerate(batches(rank, steps)):
+        optimizer.zero_grad()
+        handle = _inject_on(1, next(model.parameters()), injected[step]) if step in injected else None
+        grad_scaler.scale(torch.nn.functional.mse_loss(ddp(x), y)).backward()
+        if handle is not None:
+            handle.remove()
+        finite.append(all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
+        grad_scaler.step(optimizer)
+        grad_scaler.update()
+        scales.append(grad_scaler.get_scale())
+    return scales, finite
+
+
 def engine(rank: int, world_size: int, folder: str) -> dict:
     """The hook engine's own behaviours: bucket order, setup failing on one rank, reused buffers, the
     lane cap, and (last: a GradScaler, once used, stays detected in this process) the guard with and
@@ -643,17 +661,7 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
         ddp = acspeed.apply.wrap(model, config(compression="fp16", bucket_cap_mb=0.001))
         grad_scaler = torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=1000)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
-        scales, finite = [], []
-        for step, (x, y) in enumerate(batches(rank, 3)):
-            optimizer.zero_grad()
-            handle = _inject_on(1, next(model.parameters()), 1e6) if step == 1 else None
-            grad_scaler.scale(torch.nn.functional.mse_loss(ddp(x), y)).backward()
-            if handle is not None:
-                handle.remove()
-            finite.append(all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
-            grad_scaler.step(optimizer)
-            grad_scaler.update()
-            scales.append(grad_scaler.get_scale())
+        scales, finite = scaled_steps(ddp, model, optimizer, grad_scaler, rank, 3, {1: 1e6})
         out[f"scaler/{name}"] = {"scales": scales, "finite": finite,
                                  "fallbacks": acspeed.hooks.state_of(ddp).guard_fallbacks}
         del ddp
