@@ -366,13 +366,17 @@ class Trainer:
                               bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
         fidelity_steps = int(request.get("fidelity_steps", 0))
         if fidelity_steps > 0 and config.compression_info.changes_numerics and result["finite"]:
+            start = time.perf_counter()
             result.update(self._fidelity(scaler, control_group, fidelity_steps))
+            result["fidelity_s"] = time.perf_counter() - start
         trajectory_steps = int(request.get("trajectory_steps", 0))
         if trajectory_steps > len(self.stream):
             raise ValueError(f"trajectory of {trajectory_steps} steps asked, the workers made {len(self.stream)} "
                              f"batches (--trajectory-steps)")
         if trajectory_steps > 0 and result["finite"]:
+            start = time.perf_counter()
             trajectory = self._trajectory(config, control_group, trajectory_steps)
+            result["trajectory_s"] = time.perf_counter() - start
             if trajectory is None:  # JSON has no NaN
                 result["trajectory_finite"] = False
             else:

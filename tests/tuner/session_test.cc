@@ -143,6 +143,7 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
   ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
   // powersgd was the fastest (3x) but is out: its trial is stored as failed, with the reason and the evidence
   bool rejected = false;
+  int not_run = 0;
   std::map<Compression, std::vector<std::pair<int64_t, std::optional<int64_t>>>> windows;  // ordinal, fidelity_trial
   for (const auto& t : store_->trials(result.session_id)) {
     const auto config = config_from_json(t.config_json);
@@ -159,7 +160,16 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
       EXPECT_NE(t.error.find("cosine 0.3000"), std::string::npos) << t.error;
       EXPECT_NE(t.error.find("trajectory loss over the last steps 2.3 vs 0.3"), std::string::npos) << t.error;
       EXPECT_EQ(metrics.guard["passed"], false);
-      EXPECT_DOUBLE_EQ(metrics.compression_s.value_or(0), 0.004);
+      if (metrics.fidelity_trial) {  // the other bucket size: the guard's verdict stands, the trial is not run
+        EXPECT_NE(t.error.find(fmt::format("(the verdict on trial {}'s window and trajectory, the same numerics; not run)",
+                                           *metrics.fidelity_trial)),
+                  std::string::npos) << t.error;
+        EXPECT_TRUE(t.step_times_s.empty());
+        EXPECT_FALSE(metrics.compression_s) << t.metrics_json;
+        ++not_run;
+      } else {
+        EXPECT_DOUBLE_EQ(metrics.compression_s.value_or(0), 0.004);
+      }
     }
     if (config.compression == Compression::kFp16 && t.role == "search") {
       EXPECT_EQ(t.status, "ok");
@@ -167,6 +177,7 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
     }
   }
   EXPECT_TRUE(rejected);
+  EXPECT_EQ(not_run, 1);
   // The window is measured once per numerics: by the first trial of each compression; every later one
   // (the other bucket size, fp16's decision pairs) carries its figures and names it.
   for (const auto& [compression, trials] : windows) {

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import sqlite3
@@ -236,6 +237,10 @@ def test_the_convergence_guard_accepts_fp16_and_rejects_a_corrupting_compressor(
     assert len(fp16) == 1, trials
     guard = json.loads(fp16[0]["metrics_json"])["guard"]
     assert guard["passed"] is passes, guard
+    # what the guard cost: the workers time fp16's window and trajectory, the session sums them up
+    assert json.loads(fp16[0]["metrics_json"])["trajectory_s"] > 0, fp16[0]
+    assert re.search(r"convergence guard: 1 gradient-fidelity window\(s\) of 32 steps \(\d+ s\) and 2 loss trajectories "
+                     r"of 60 steps \(\d+ s\): \d+ s of the session's \d+ s so far", result.stdout), result.stdout
     fidelity = guard["fidelity"]
     if passes:
         assert fp16[0]["status"] == "ok" and fidelity["cosine"] > 0.999 and fidelity["norm_error"] < 0.01, guard

@@ -26,7 +26,11 @@
 //      Over the T steps, the mean loss of the last quarter (the tail) may exceed the uncompressed
 //      tail by at most
 //        max(loss_relative x uncompressed tail, loss_progress x (uncompressed first loss - its tail)).
-//      A compressed run may end lower. The same two trajectories give the step inflation
+//      A compressed run may end lower. The verdict depends only on (a)'s window and (b)'s
+//      trajectories, both measured once per numerics: a later search trial of a numerics the guard
+//      rejected is stored as failed with that verdict, without running (session.cc). The workers
+//      time both ("fidelity_s", "trajectory_s"), and the session says after its search what they
+//      cost. The same two trajectories give the step inflation
 //      (inflation.h), which the decision rule divides the step speedup by. Fixtures (tests/tuner/convergence_guard_test.cc): 0.39 vs
 //      0.0406 from 7.08 fails (excess 0.349 > 0.070), 0.0450 vs 0.0406 passes (0.0044 <= 0.070).
 //

@@ -17,7 +17,7 @@ constexpr const char* kWorkerMeasured[] = {
     metric::kProbe,          metric::kBucketCount,    metric::kBucketBytes,    metric::kForwardS,
     metric::kOptimizerS,     metric::kWarmupSteps,    metric::kCompressionS,   metric::kFidelityCosine,
     metric::kFidelityNormError, metric::kFidelityStepCosineMin, metric::kFidelitySteps, metric::kCpuFloorS,
-    metric::kTrajectory,     metric::kTrajectoryFinite};
+    metric::kTrajectory,     metric::kTrajectoryFinite, metric::kFidelityS, metric::kTrajectoryS};
 
 json parse_message(const std::string& line) {
   const json j = json::parse(line, nullptr, false);

@@ -113,7 +113,8 @@ struct TrialReply {
   std::vector<double> step_times_s;  // max over ranks per step
   // What the workers measure besides the step times, under the metric names of trial_metrics.h:
   // loss_first, loss, losses, finite (required), warmup_steps, rebuild_s, compute_s, comm_s, exposed_comm_s,
-  // probe, bucket_count, bucket_bytes, forward_s, optimizer_s, compression_s, cpu_floor_s, fidelity_*.
+  // probe, bucket_count, bucket_bytes, forward_s, optimizer_s, compression_s, cpu_floor_s, fidelity_*, trajectory,
+  // trajectory_finite, trajectory_s.
   TrialMetrics measured;
 };
 

@@ -64,6 +64,7 @@ class Session {
   void hint_compression() const;
   void ensure_guard_reference();
   void gate_compression(Measured& m) const;
+  void note_guard_cost() const;
   void decide();
   const Measured* fidelity_measured(const CommConfig& config) const;
 
@@ -82,6 +83,11 @@ class Session {
   bool any_failed_ = false;
   Clock::time_point started_ = Clock::now();
   std::vector<double> trial_walls_;
+  // What the convergence guard's evidence cost this run (trials resumed from the store not counted).
+  struct GuardCost {
+    int windows = 0, trajectories = 0;
+    double fidelity_s = 0, trajectory_s = 0;
+  } guard_cost_;
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
   // A resumed session's decision-pair trials (role candidate|baseline), in the order stored.
   std::vector<PairTrial> stored_pair_trials_;
@@ -200,37 +206,66 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     }
   }
   if (with_trajectory) request.trajectory_steps = o_.trajectory_steps;
-  const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
-  record.finished_at = utc_now();
-  trial_walls_.push_back(outcome.wall_s);
-  ++trials_run_;
+  // The window and trajectory this trial reuses (measured once per numerics).
+  auto carry_window = [&window](TrialMetrics& metrics) {
+    const TrialMetrics& w = window->metrics;
+    metrics.fidelity_cosine = w.fidelity_cosine;
+    metrics.fidelity_norm_error = w.fidelity_norm_error;
+    metrics.fidelity_step_cosine_min = w.fidelity_step_cosine_min;
+    metrics.fidelity_steps = w.fidelity_steps;
+    metrics.fidelity_trial = w.fidelity_trial.value_or(window->ordinal);
+    metrics.trajectory = w.trajectory;
+    metrics.trajectory_finite = w.trajectory_finite;
+    metrics.trajectory_trial = w.trajectory_trial.value_or(window->ordinal);
+  };
 
   Measured m;
   m.ordinal = record.ordinal;
   m.config = config;
-  m.status = std::string(to_string(outcome.status));
-  m.error = outcome.error;
-  if (outcome.status == TrialStatus::kOk) {
-    record.step_times_s = outcome.reply.step_times_s;
-    m.step_times_s = record.step_times_s;
-    m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
-    if (mode == TrialMode::kComputeOnly && !hello_.gradients.empty()) m.metrics.gradients = hello_.gradients;
-    m.cost = m.metrics.p50_s;
-    if (window != nullptr) {
-      const TrialMetrics& w = window->metrics;
-      m.metrics.fidelity_cosine = w.fidelity_cosine;
-      m.metrics.fidelity_norm_error = w.fidelity_norm_error;
-      m.metrics.fidelity_step_cosine_min = w.fidelity_step_cosine_min;
-      m.metrics.fidelity_steps = w.fidelity_steps;
-      m.metrics.fidelity_trial = w.fidelity_trial.value_or(window->ordinal);
-      m.metrics.trajectory = w.trajectory;
-      m.metrics.trajectory_finite = w.trajectory_finite;
-      m.metrics.trajectory_trial = w.trajectory_trial.value_or(window->ordinal);
-    }
-    if (m.metrics.finite != true) {
-      m.status = "failed";
-      m.error = "a loss became NaN/Inf during the trial";
-      m.cost = kFailedCost;
+  bool node_lost = false;
+  if (role == "search" && window != nullptr && window->metrics.guard.is_object() &&
+      window->metrics.guard.value("passed", true) == false) {
+    // The guard rejected this numerics on the window and trajectory this trial would reuse, and it
+    // judges nothing else (convergence_guard.h): the verdict cannot differ, so the trial is not run.
+    record.finished_at = utc_now();
+    ++trials_run_;
+    carry_window(m.metrics);
+    m.metrics.guard = window->metrics.guard;
+    m.metrics.inflation = window->metrics.inflation;
+    m.status = "failed";
+    m.cost = kFailedCost;
+    m.error = fmt::format("convergence guard: {} (the verdict on trial {}'s window and trajectory, the same numerics; "
+                          "not run)",
+                          window->metrics.guard.value("reason", std::string("rejected")),
+                          m.metrics.fidelity_trial.value_or(window->ordinal));
+  } else {
+    const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
+    record.finished_at = utc_now();
+    node_lost = outcome.node_lost;
+    trial_walls_.push_back(outcome.wall_s);
+    ++trials_run_;
+    m.status = std::string(to_string(outcome.status));
+    m.error = outcome.error;
+    if (outcome.status == TrialStatus::kOk) {
+      record.step_times_s = outcome.reply.step_times_s;
+      m.step_times_s = record.step_times_s;
+      m.metrics = with_measurements(metrics_from_steps(record.step_times_s, o_.batch_size, o_.warmup), outcome.reply);
+      if (mode == TrialMode::kComputeOnly && !hello_.gradients.empty()) m.metrics.gradients = hello_.gradients;
+      if (m.metrics.fidelity_s) {
+        ++guard_cost_.windows;
+        guard_cost_.fidelity_s += *m.metrics.fidelity_s;
+      }
+      if (m.metrics.trajectory_s) {
+        ++guard_cost_.trajectories;
+        guard_cost_.trajectory_s += *m.metrics.trajectory_s;
+      }
+      m.cost = m.metrics.p50_s;
+      if (window != nullptr) carry_window(m.metrics);
+      if (m.metrics.finite != true) {
+        m.status = "failed";
+        m.error = "a loss became NaN/Inf during the trial";
+        m.cost = kFailedCost;
+      }
     }
   }
   m.metrics.pair = pair;
@@ -265,7 +300,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   }
   observer_.trial_finished(event);
   // The trial is stored with the reason; without that node no later trial can run.
-  if (outcome.node_lost) ACS_THROW(Error, "{}; the session ends here", m.error);
+  if (node_lost) ACS_THROW(Error, "{}; the session ends here", m.error);
   return m;
 }
 
@@ -371,6 +406,18 @@ void Session::hint_compression() const {
   const Measured* defaults = find(o_.space.config_at(o_.space.default_point()));
   if (defaults == nullptr || defaults->cost == kFailedCost) return;
   if (const auto hint = compression_hint(defaults->metrics, hello_.gradients)) observer_.note(*hint);
+}
+
+// What the convergence guard added to the session: its gradient-fidelity windows and loss
+// trajectories, against the session's wall time so far.
+void Session::note_guard_cost() const {
+  const GuardCost& g = guard_cost_;
+  if (g.windows == 0 && g.trajectories == 0) return;
+  const double session_s = std::chrono::duration<double>(Clock::now() - started_).count();
+  observer_.note(fmt::format("convergence guard: {} gradient-fidelity window(s) of {} steps ({:.0f} s) and {} loss "
+                             "trajectories of {} steps ({:.0f} s): {:.0f} s of the session's {:.0f} s so far",
+                             g.windows, kFidelitySteps, g.fidelity_s, g.trajectories, o_.trajectory_steps,
+                             g.trajectory_s, g.fidelity_s + g.trajectory_s, session_s));
 }
 
 void Session::report_search() const {
@@ -547,6 +594,7 @@ SessionResult Session::run() {
     calibrate_model();
     search();
     report_search();
+    note_guard_cost();
     hint_compression();
     decide();
     outcome = "done";

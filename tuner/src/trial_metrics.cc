@@ -66,8 +66,10 @@ void to_json(json& j, const TrialMetrics& m) {
   put(metric::kFidelityNormError, m.fidelity_norm_error);
   put(metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
   put(metric::kFidelitySteps, m.fidelity_steps);
+  put(metric::kFidelityS, m.fidelity_s);
   put(metric::kFidelityTrial, m.fidelity_trial);
   if (!m.trajectory.empty()) j[metric::kTrajectory] = m.trajectory;
+  put(metric::kTrajectoryS, m.trajectory_s);
   put(metric::kTrajectoryFinite, m.trajectory_finite);
   put(metric::kTrajectoryTrial, m.trajectory_trial);
   put(metric::kInflation, m.inflation);
@@ -111,8 +113,10 @@ void from_json(const json& j, TrialMetrics& m) {
   read(j, metric::kFidelityNormError, m.fidelity_norm_error);
   read(j, metric::kFidelityStepCosineMin, m.fidelity_step_cosine_min);
   read(j, metric::kFidelitySteps, m.fidelity_steps);
+  read(j, metric::kFidelityS, m.fidelity_s);
   read(j, metric::kFidelityTrial, m.fidelity_trial);
   read(j, metric::kTrajectory, m.trajectory);
+  read(j, metric::kTrajectoryS, m.trajectory_s);
   read(j, metric::kTrajectoryFinite, m.trajectory_finite);
   read(j, metric::kTrajectoryTrial, m.trajectory_trial);
   if (j.contains(metric::kInflation) && !j.at(metric::kInflation).is_null()) {

@@ -33,11 +33,14 @@
 //   "fidelity_norm_error" float  relative error of that sum's norm
 //   "fidelity_step_cosine_min" float  the lowest single-step cosine of the window
 //   "fidelity_steps"   int     check steps in the window
+//   "fidelity_s"       float   seconds the trial spent on its own window (rank 0's wall clock)
 //   "fidelity_trial"   int     the ordinal of the session's trial whose window these figures are (absent: this
 //                              trial's own; the tuner measures the window once per numerics, see session.cc)
 //   "trajectory"       [float] compressed configs and the guard's uncompressed reference: the loss of every step
 //                              (mean over ranks) of a trajectory of T steps on T distinct batches per rank from
 //                              the initial weights, compressing from its first step (convergence_guard.h)
+//   "trajectory_s"     float   seconds the trial spent on its own trajectory (rank 0's wall clock): with
+//                              "fidelity_s", what the convergence guard adds to a session (session.cc says it)
 //   "trajectory_finite" bool   false: a loss of the trajectory became NaN/Inf (then no "trajectory")
 //   "trajectory_trial" int     the ordinal of the trial whose trajectory this is (absent: this trial's own;
 //                              measured once per numerics, as the fidelity window)
@@ -95,8 +98,10 @@ inline constexpr const char* kFidelityCosine = "fidelity_cosine";
 inline constexpr const char* kFidelityNormError = "fidelity_norm_error";
 inline constexpr const char* kFidelityStepCosineMin = "fidelity_step_cosine_min";
 inline constexpr const char* kFidelitySteps = "fidelity_steps";
+inline constexpr const char* kFidelityS = "fidelity_s";
 inline constexpr const char* kFidelityTrial = "fidelity_trial";
 inline constexpr const char* kTrajectory = "trajectory";
+inline constexpr const char* kTrajectoryS = "trajectory_s";
 inline constexpr const char* kTrajectoryFinite = "trajectory_finite";
 inline constexpr const char* kTrajectoryTrial = "trajectory_trial";
 inline constexpr const char* kInflation = "inflation";
@@ -126,8 +131,10 @@ struct TrialMetrics {
   std::optional<double> cpu_floor_s;
   std::optional<double> fidelity_cosine, fidelity_norm_error, fidelity_step_cosine_min;
   std::optional<int> fidelity_steps;
+  std::optional<double> fidelity_s;
   std::optional<int64_t> fidelity_trial;
   std::vector<double> trajectory;
+  std::optional<double> trajectory_s;
   std::optional<bool> trajectory_finite;
   std::optional<int64_t> trajectory_trial;
   std::optional<Inflation> inflation;
