@@ -7,25 +7,32 @@ On an `acspeed-testbed` cluster of --profile (2x1@1gbit: 2 nodes x 1 process, pi
 capped at 1 Gbit/s), resnet18 at 32x32 on scikit-learn's digits (bench/compression/digits.py: shipped
 inside the scikit-learn wheel, nothing downloaded), batch 16 per rank, SGD lr --lr momentum 0.9:
   1. `acspeed-tune --model digits:model --data digits:batches --compression none,fp16,powersgd` into a
-     fresh store: the decision, with its step speedup, step inflation and effective speedup;
-  2. for each of --seeds seeds, plain DDP (ACSPEED_DISABLE=1) and the tuned config (`import acspeed`),
-     alternated, each trained --epochs epochs, the test accuracy measured every --eval-every steps
-     outside the timed wall clock;
-  3. target = the lowest final test accuracy plain DDP reached over the seeds (or --target); per seed:
-     wall time of each run to the first evaluation at or above the target, ratio = plain / tuned,
-     geometric mean with a 95% Student-t interval; final accuracy of both at the epoch budget;
-     measured inflation = tuned steps to the target / plain steps, next to the tuner's estimate.
+     fresh store (or --db: a store tuned before): the decision, with its step speedup, step inflation
+     and effective speedup, and the guard's verdict and inflation estimate for every numerics;
+  2. for each of --seeds seeds, in one cluster, these arms in an order rotated per seed, each trained
+     --epochs epochs, the test accuracy measured every --eval-every steps outside the timed wall clock:
+       plain      DDP's defaults (ACSPEED_DISABLE=1);
+       tuned      `import acspeed`: the stored decision (each run records the config it applied);
+       torch      torch's stock hook for the tuned config's math (fp16_compress_hook,
+                  bf16_compress_hook, or PowerSGD with the same rank and start step) on DDP's default
+                  buckets, without acspeed: the best a user does without us (only when tuned compresses);
+       other numerics the search tried but did not choose (e.g. PowerSGD rank 1, rank 4), forced
+                  (ACSPEED_CONFIG) on the decision's buckets and algorithm: whether the guard's and
+                  the rule's verdicts hold over a whole training (--no-others: skip them);
+  3. target = the lowest final test accuracy plain DDP reached over the seeds (or --target); per seed
+     and arm: wall time to the first evaluation at or above the target, ratio = plain / arm (and
+     torch / tuned), geometric mean with a 95% Student-t interval; final accuracy at the epoch budget;
+     measured inflation = the arm's steps to the target / plain's, next to the tuner's estimate.
 Goal of the issue: >= 2x faster to the same accuracy, final accuracy within 0.5 points.
 
 `--train` is the per-node training run (under torchrun, as the driver launches it).
-NOT RUN YET: it needs long runs on a quiet machine (about 3 seeds x 2 runs x --epochs epochs at
-0.15-0.45 s per step, plus a tuning session; on the order of an hour).
 """
 import argparse
 import json
 import os
 import pathlib
 import shlex
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -37,6 +44,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench" / "tuner"))
 sys.path.insert(0, str(HERE))
+import stats  # noqa: E402 - bench/stats.py: the geometric mean and its interval
 
 
 def parse_args():
@@ -50,25 +58,57 @@ def parse_args():
     parser.add_argument("--target", type=float, help="test accuracy to reach (default: plain DDP's lowest final)")
     parser.add_argument("--tune-args", default="--compression none,fp16,powersgd --bucket-mb 5,25 --algorithms "
                         "allreduce,reduce_scatter --streams 1,2 --warmup 12 --steps 6 --repeats 3")
+    parser.add_argument("--db", help="a store tuned before (skips step 1; the run works on a copy)")
+    parser.add_argument("--no-others", action="store_true", help="only plain, tuned and torch's stock hook")
+    parser.add_argument("--smooth-evals", type=int, default=5, help="accuracy = trailing mean of this many "
+                        "evaluations (to reach the target, and the smoothed final)")
+    parser.add_argument("--from", dest="from_json", help="re-analyse a result this script wrote (its raw curves)")
     parser.add_argument("--out", default=str(HERE / "results" / "time_to_accuracy.json"))
     parser.add_argument("--train", action="store_true", help="one training run on this node (under torchrun)")
     parser.add_argument("--seed", type=int, default=0, help="--train: the run's seed")
+    parser.add_argument("--stock-hook", help="--train: torch's own hook instead of acspeed: fp16, bf16 or "
+                        "powersgd:RANK:START_STEP")
     parser.add_argument("--json", help="--train: where rank 0 writes the run's curve")
     return parser.parse_args()
 
 
+def register_stock_hook(ddp, spec: str) -> None:
+    """torch's own comm hook for `spec` (fp16, bf16, powersgd:RANK:START_STEP) on `ddp`."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook  # noqa: PLC0415
+    name, *fields = spec.split(":")
+    if name == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif name == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif name == "powersgd" and len(fields) == 2:
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=int(fields[0]),
+                                            start_powerSGD_iter=int(fields[1]), use_error_feedback=True,
+                                            warm_start=True)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:
+        raise SystemExit(f"--stock-hook '{spec}' is not one of fp16, bf16, powersgd:RANK:START_STEP")
+
+
 def train(args) -> None:
-    """One run: --epochs epochs of DDP (acspeed applies the stored config unless ACSPEED_DISABLE=1);
-    rank 0 writes [(step, wall_s, test accuracy)] with the wall clock stopped during evaluations."""
+    """One run: --epochs epochs of DDP (acspeed applies the stored config unless ACSPEED_DISABLE=1;
+    --stock-hook: torch's hook instead); rank 0 writes [(step, wall_s, test accuracy)] with the wall
+    clock stopped during evaluations, and the config acspeed applied (None: none)."""
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
     import acspeed  # noqa: F401, PLC0415 - the one line; ACSPEED_DISABLE=1 turns it off
+    from acspeed import hooks  # noqa: PLC0415 - to record the config the run applied
     import digits  # noqa: PLC0415
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     net, _ = digits.model(seed=args.seed)  # the same initial weights on every rank, others per seed
     ddp = torch.nn.parallel.DistributedDataParallel(net)
+    state = hooks.state_of(ddp)  # None: DDP runs without acspeed's hook (disabled, or a hookless config)
+    applied = json.loads(state.config.to_json()) if state is not None else None
+    if args.stock_hook:
+        if applied is not None:
+            raise SystemExit("--stock-hook needs ACSPEED_DISABLE=1: acspeed registered its own hook")
+        register_stock_hook(ddp, args.stock_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     _, (test_images, test_labels) = digits.split()
 
@@ -94,8 +134,8 @@ def train(args) -> None:
                 curve.append((step, wall, accuracy()))
     curve.append((step, wall, accuracy()))
     if rank == 0:
-        pathlib.Path(args.json).write_text(json.dumps({"seed": args.seed, "acspeed": os.environ.get(
-            "ACSPEED_DISABLE") != "1", "curve": curve}))
+        pathlib.Path(args.json).write_text(json.dumps({"seed": args.seed, "applied": applied,
+                                                       "stock_hook": args.stock_hook, "curve": curve}))
     dist.destroy_process_group()
 
 
@@ -104,63 +144,207 @@ def first_reaching(curve, target: float):
     return next(((step, wall) for step, wall, acc in curve if acc >= target), None)
 
 
+def numerics_of(config: dict) -> tuple:
+    """What changes the math of a config: (compression, PowerSGD rank or None)."""
+    return (config["compression"], config.get("powersgd_rank") if config["compression"] == "powersgd" else None)
+
+
+def describe_numerics(numerics: tuple) -> str:
+    return numerics[0] if numerics[1] is None else f"{numerics[0]} rank {numerics[1]}"
+
+
+def stock_hook_of(config: dict):
+    """torch's hook for the config's math (--stock-hook), or None when it compresses nothing."""
+    compression = config["compression"]
+    if compression in ("fp16", "bf16"):
+        return compression
+    if compression == "powersgd":
+        return f"powersgd:{config['powersgd_rank']}:{config['powersgd_start_step']}"
+    return None
+
+
+def guard_by_numerics(db: pathlib.Path) -> dict:
+    """{numerics: {"passed", "reason", "inflation"}} from the session's first compressed trial of each
+    numerics (the one that measured its trajectory), plus that trial's config."""
+    out = {}
+    with sqlite3.connect(db) as conn:
+        for config_json, metrics_json in conn.execute("SELECT config_json, metrics_json FROM trials "
+                                                      "WHERE role = 'search' ORDER BY ordinal"):
+            config, metrics = json.loads(config_json), json.loads(metrics_json)
+            key = numerics_of(config)
+            if key[0] == "none" or key in out or "guard" not in metrics:
+                continue
+            out[key] = {"config": config, "passed": metrics["guard"].get("passed"),
+                        "reason": metrics["guard"].get("reason"), "inflation": metrics.get("inflation")}
+    return out
+
+
+def describe_inflation(inflation) -> str:
+    """The tuner's inflation (its evidence form) in a table cell."""
+    if not inflation:
+        return "-"
+    if inflation.get("by_definition"):
+        return "1 (no compression)"
+    if inflation.get("kind") != "measured":
+        return inflation.get("kind", "-")
+    high = inflation.get("high")
+    return f"{inflation['estimate']:.2f} [{inflation['low']:.2f}, {'inf' if high is None else format(high, '.2f')}]"
+
+
+def ratio_interval(values):
+    if len(values) < 2:
+        return None
+    return dict(zip(("estimate", "ci_low", "ci_high"), stats.geometric_mean_t_interval(values)))
+
+
 def main() -> int:
     args = parse_args()
     if args.train:
         train(args)
         return 0
+    if args.from_json:
+        report(json.loads(pathlib.Path(args.from_json).read_text()), args)
+        return 0
     import bench_tuner  # noqa: PLC0415 - testbed(), tune(), build_dir()
-    import stats  # noqa: PLC0415
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(HERE)] +
                                         [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     work = pathlib.Path(tempfile.mkdtemp(prefix="acspeed-tta-"))
+    print(f"work folder (stores, curves): {work}", flush=True)
     db = work / "tta.db"
-    tune_args = argparse.Namespace(profile=args.profile, model="digits:model", precision="fp32", image_size=32,
-                                   batch_size=args.batch_size, seed=1,
-                                   tune_args=args.tune_args + " --data digits:batches")
-    tuned = bench_tuner.tune(tune_args, db, "auto", env)
+    if args.db:
+        shutil.copyfile(args.db, db)
+        tuned = {"reused_store": str(pathlib.Path(args.db).resolve())}
+    else:
+        tune_args = argparse.Namespace(profile=args.profile, model="digits:model", precision="fp32", image_size=32,
+                                       batch_size=args.batch_size, seed=1,
+                                       tune_args=args.tune_args + " --data digits:batches")
+        tuned = bench_tuner.tune(tune_args, db, "auto", env)
     with sqlite3.connect(db) as conn:
-        evidence = json.loads(conn.execute("SELECT evidence_json FROM decisions WHERE active = 1 ORDER BY id DESC "
-                                           "LIMIT 1").fetchone()[0])
-    print(json.dumps(tuned, indent=2), flush=True)
+        config_json, evidence_json, note = conn.execute("SELECT config_json, evidence_json, note FROM decisions "
+                                                        "WHERE active = 1 ORDER BY id DESC LIMIT 1").fetchone()
+    stored, evidence = json.loads(config_json), json.loads(evidence_json)
+    guard = guard_by_numerics(db)
+    print(json.dumps(tuned, indent=2), f"decision: {note}", sep="\n", flush=True)
+
+    from acspeed import _runtime  # noqa: PLC0415
+    config = _runtime.core().CommConfig.from_json(json.dumps(stored))[0]
+    arms = {"plain": {"env": "ACSPEED_DISABLE=1", "flags": "", "applied": None},
+            "tuned": {"env": f"ACSPEED_DB={shlex.quote(str(db))}", "flags": "",
+                      "applied": json.loads(config.to_json()) if config.needs_comm_hook() else None}}
+    if stock_hook_of(stored):
+        arms["torch"] = {"env": "ACSPEED_DISABLE=1", "flags": f"--stock-hook {stock_hook_of(stored)}",
+                         "applied": None}
+    for key, verdict in ({} if args.no_others else guard).items():
+        if key == numerics_of(stored):
+            continue
+        forced = dict(stored, compression=key[0], powersgd_rank=verdict["config"]["powersgd_rank"],
+                      powersgd_start_step=verdict["config"]["powersgd_start_step"])
+        path = work / f"forced-{len(arms)}.json"
+        path.write_text(json.dumps(forced))
+        arms[describe_numerics(key)] = {"env": f"ACSPEED_CONFIG={shlex.quote(str(path))}", "flags": "",
+                                        "applied": json.loads(_runtime.core().CommConfig.from_json(
+                                            json.dumps(forced))[0].to_json()), "forced": forced}
     run = (f"{shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" --node_rank \"$NODE_RANK\" "
            f"--nproc_per_node 1 --master_addr \"$MASTER_ADDR\" --master_port \"$MASTER_PORT\" "
            f"{shlex.quote(str(pathlib.Path(__file__).resolve()))} --train --epochs {args.epochs} "
            f"--eval-every {args.eval_every} --batch-size {args.batch_size} --lr {args.lr}")
+    names = list(arms)
     lines = ["set -e"]
     for seed in range(1, args.seeds + 1):
-        order = [("tuned", ""), ("plain", "ACSPEED_DISABLE=1 ")] if seed % 2 else \
-                [("plain", "ACSPEED_DISABLE=1 "), ("tuned", "")]
-        for name, prefix in order:
-            lines.append(f"{prefix}ACSPEED_DB={shlex.quote(str(db))} {run} --seed {seed} "
-                         f"--json {shlex.quote(str(work / f'{name}-{seed}.json'))}")
+        shift = (seed - 1) % len(names)
+        for name in names[shift:] + names[:shift]:  # each arm in another position on every seed
+            out = work / f"{name.replace(' ', '_')}-{seed}.json"
+            lines.append(f"{arms[name]['env']} {run} {arms[name]['flags']} --seed {seed} --json {shlex.quote(str(out))}")
     bench_tuner.testbed(args.profile, "\n".join(lines), env, timeout=12 * 3600)
-    runs = {(name, seed): json.loads((work / f"{name}-{seed}.json").read_text())["curve"]
-            for name in ("plain", "tuned") for seed in range(1, args.seeds + 1)}
-    target = args.target or min(runs[("plain", s)][-1][2] for s in range(1, args.seeds + 1))
-    ratios, inflations, rows = [], [], []
-    for seed in range(1, args.seeds + 1):
-        plain, tuned_run = first_reaching(runs[("plain", seed)], target), first_reaching(runs[("tuned", seed)], target)
-        row = {"seed": seed, "plain": plain, "tuned": tuned_run, "plain_final": runs[("plain", seed)][-1][2],
-               "tuned_final": runs[("tuned", seed)][-1][2]}
-        if plain and tuned_run:
-            ratios.append(plain[1] / tuned_run[1])
-            inflations.append(tuned_run[0] / plain[0])
-        rows.append(row)
-    result = {"target_accuracy": target, "runs": rows, "tuning": tuned, "tuner_speedups": evidence.get("speedups"),
-              "measured_inflation": inflations, "args": vars(args)}
-    if len(ratios) >= 2:
-        result["time_to_target_speedup"] = dict(zip(("estimate", "ci_low", "ci_high"),
-                                                     stats.geometric_mean_t_interval(ratios)))
-    result["final_accuracy_gap_points"] = 100 * (statistics.mean(r["plain_final"] for r in rows) -
-                                                 statistics.mean(r["tuned_final"] for r in rows))
-    pathlib.Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("target_accuracy", "final_accuracy_gap_points", "measured_inflation")},
-                     indent=2))
-    print("time to target, plain / tuned:", result.get("time_to_target_speedup", "fewer than two seeds reached it"))
-    print("tuner's estimate:", (evidence.get("speedups") or {}).get("inflation"))
+
+    runs = {}
+    for name in names:
+        for seed in range(1, args.seeds + 1):
+            recorded = json.loads((work / f"{name.replace(' ', '_')}-{seed}.json").read_text())
+            if recorded["applied"] != arms[name]["applied"]:  # each arm ran what it claims to
+                raise SystemExit(f"the {name} run of seed {seed} applied {recorded['applied']}, "
+                                 f"not {arms[name]['applied']}")
+            runs[f"{name}-{seed}"] = recorded["curve"]
+    estimates = {name: None for name in names}
+    estimates["tuned"] = (evidence.get("speedups") or {}).get("inflation")
+    for key, verdict in guard.items():
+        if describe_numerics(key) in estimates and describe_numerics(key) != "tuned":
+            estimates[describe_numerics(key)] = verdict["inflation"]
+    raw = {"arms": names, "seeds": args.seeds, "curves": runs, "tuner_inflation": estimates,
+           "decision_note": note, "stored_config": stored, "tuner_speedups": evidence.get("speedups"),
+           "guard": {describe_numerics(k): {f: v[f] for f in ("passed", "reason", "inflation")}
+                     for k, v in guard.items()},
+           "forced_configs": {name: arm["forced"] for name, arm in arms.items() if "forced" in arm},
+           "tuning": tuned, "args": vars(args), "commands": lines}
+    report(raw, args)
     return 0
+
+
+def smoothed(curve, evals: int):
+    """[(step, wall_s, mean accuracy of the last `evals` evaluations)] (fewer at the start)."""
+    return [(step, wall, statistics.mean(acc for _, _, acc in curve[max(0, i + 1 - evals):i + 1]))
+            for i, (step, wall, _) in enumerate(curve)]
+
+
+def analyse(raw: dict, smooth: int, target=None) -> dict:
+    """Time to target and final accuracy per arm from the raw curves (see the module's step 3).
+    Accuracy is the trailing mean of `smooth` evaluations (one test sample is 0.34 points of 297):
+    an arm reaches the target at the first evaluation whose trailing mean is at or above it."""
+    seeds, names, curves = range(1, raw["seeds"] + 1), raw["arms"], raw["curves"]
+    smooth_curves = {key: smoothed(curve, smooth) for key, curve in curves.items()}
+    target = target or min(smooth_curves[f"plain-{s}"][-1][2] for s in seeds)
+    reached = {key: first_reaching(curve, target) for key, curve in smooth_curves.items()}
+    arms = {}
+    for name in names:
+        rows, ratios, inflations = [], [], []
+        for seed in seeds:
+            key, plain = f"{name}-{seed}", reached[f"plain-{seed}"]
+            rows.append({"seed": seed, "reached": reached[key], "final_accuracy": curves[key][-1][2],
+                         "final_smoothed": smooth_curves[key][-1][2], "steps": curves[key][-1][0],
+                         "mean_step_s": curves[key][-1][1] / curves[key][-1][0]})
+            if reached[key] and plain:
+                ratios.append(plain[1] / reached[key][1])
+                inflations.append(reached[key][0] / plain[0])
+        arms[name] = {"runs": rows, "reached_target": len(ratios), "time_to_target_vs_plain": ratio_interval(ratios),
+                      "measured_inflation": inflations, "tuner_inflation": raw["tuner_inflation"].get(name),
+                      "final_accuracy_mean": statistics.mean(r["final_accuracy"] for r in rows),
+                      "final_smoothed_mean": statistics.mean(r["final_smoothed"] for r in rows),
+                      "mean_step_s": statistics.mean(r["mean_step_s"] for r in rows)}
+    for name in names:
+        for field in ("final_accuracy", "final_smoothed"):
+            arms[name][f"{field}_points_below_plain"] = 100 * (arms["plain"][f"{field}_mean"] -
+                                                               arms[name][f"{field}_mean"])
+    if "torch" in arms:  # acspeed against torch alone, for the same math
+        pairs = [(reached[f"torch-{s}"], reached[f"tuned-{s}"]) for s in seeds]
+        arms["tuned"]["time_to_target_vs_torch"] = ratio_interval([t[1] / a[1] for t, a in pairs if t and a])
+    return {"target_accuracy": target, "smooth_evals": smooth, "arms": arms}
+
+
+def report(raw: dict, args) -> None:
+    """Analyses `raw`, writes raw + analysis to --out and prints the table."""
+    analysis = analyse(raw, args.smooth_evals, args.target)
+    pathlib.Path(args.out).write_text(json.dumps({**raw, "analysis": analysis}, indent=2) + "\n")
+    arms, seeds = analysis["arms"], raw["seeds"]
+    print(f"target test accuracy {analysis['target_accuracy']:.4f} (trailing mean of {args.smooth_evals} "
+          f"evaluations); decision: {raw['decision_note']}")
+    print("| arm | time to target vs plain (95% CI) | measured inflation | tuner's inflation | final accuracy, "
+          "last / trailing mean (points below plain) | mean step |")
+    print("|---|---|---|---|---|---|")
+    for name in raw["arms"]:
+        row = arms[name]
+        speed = row["time_to_target_vs_plain"]
+        print(f"| {name} | " + (f"{speed['estimate']:.2f}x [{speed['ci_low']:.2f}, {speed['ci_high']:.2f}]"
+                                 if speed and row["reached_target"] == seeds else
+                                 f"reached in {row['reached_target']}/{seeds} seeds") +
+              f" | {', '.join(f'{v:.2f}' for v in row['measured_inflation']) or '-'} | "
+              f"{describe_inflation(row['tuner_inflation'])} | "
+              f"{row['final_accuracy_mean']:.4f} ({row['final_accuracy_points_below_plain']:+.2f}) / "
+              f"{row['final_smoothed_mean']:.4f} ({row['final_smoothed_points_below_plain']:+.2f}) | "
+              f"{1000 * row['mean_step_s']:.0f} ms |")
+    if "torch" in arms:
+        print("tuned vs torch's stock hook, time to target:", arms["tuned"]["time_to_target_vs_torch"])
+    print(f"raw and analysis: {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""bench/compression/bench_time_to_accuracy.py's analysis on curves with known answers, and the
+committed result recomputed from its own raw curves (every figure of bench/compression/RESULTS.md's
+time-to-accuracy table can be recomputed from the tree)."""
+import json
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench" / "compression"))
+import bench_time_to_accuracy as tta  # noqa: E402
+
+
+def curve(accuracies, step_s, every=10):
+    """[(step, wall_s, accuracy)] evaluated every `every` steps of `step_s` seconds."""
+    return [(every * (i + 1), every * (i + 1) * step_s, acc) for i, acc in enumerate(accuracies)]
+
+
+def raw(arms: dict, seeds: int = 2) -> dict:
+    return {"arms": list(arms), "seeds": seeds, "tuner_inflation": {},
+            "curves": {f"{name}-{seed}": curve(*arms[name]) for name in arms for seed in range(1, seeds + 1)}}
+
+
+RISING = [0.2, 0.5, 0.7, 0.8, 0.9, 0.95, 0.96, 0.97, 0.97, 0.97]
+
+
+def test_a_twice_faster_step_with_the_same_curve_is_twice_as_fast_to_the_target():
+    result = tta.analyse(raw({"plain": (RISING, 0.4), "tuned": (RISING, 0.2)}), smooth=1)
+    assert result["target_accuracy"] == pytest.approx(0.97)
+    tuned = result["arms"]["tuned"]
+    assert tuned["time_to_target_vs_plain"]["estimate"] == pytest.approx(2.0)
+    assert tuned["measured_inflation"] == [pytest.approx(1.0)] * 2
+    assert tuned["final_accuracy_points_below_plain"] == pytest.approx(0.0)
+
+
+def test_a_run_that_needs_more_steps_shows_its_inflation_and_never_reaching_counts_nothing():
+    stretched = [0.2, 0.35, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.96, 0.97, 0.97]
+    stuck = [0.2, 0.5, 0.7, 0.8, 0.85, 0.86, 0.86, 0.86, 0.86, 0.86]
+    result = tta.analyse(raw({"plain": (RISING, 0.4), "slow": (stretched, 0.2), "stuck": (stuck, 0.1)}), smooth=1)
+    slow = result["arms"]["slow"]
+    assert slow["measured_inflation"] == [pytest.approx(12 / 8)] * 2  # 120 steps against 80
+    assert slow["time_to_target_vs_plain"]["estimate"] == pytest.approx(80 * 0.4 / (120 * 0.2))
+    stuck_arm = result["arms"]["stuck"]
+    assert stuck_arm["reached_target"] == 0 and stuck_arm["time_to_target_vs_plain"] is None
+    assert stuck_arm["final_accuracy_points_below_plain"] == pytest.approx(11.0)
+
+
+def test_one_lucky_evaluation_does_not_reach_the_target_under_the_trailing_mean():
+    spiky = [0.2, 0.5, 0.97, 0.7, 0.8, 0.9, 0.95, 0.96, 0.97, 0.97, 0.97]
+    result = tta.analyse(raw({"plain": (RISING, 0.4), "spiky": (spiky, 0.4)}), smooth=1, target=0.97)
+    assert result["arms"]["spiky"]["runs"][0]["reached"][0] == 30  # the spike, when one evaluation decides
+    result = tta.analyse(raw({"plain": (RISING, 0.4), "spiky": (spiky, 0.4)}), smooth=3, target=0.97)
+    assert result["arms"]["spiky"]["runs"][0]["reached"][0] == 110  # three in a row at 0.97
+
+
+def test_the_committed_result_is_recomputed_from_its_raw_curves():
+    path = REPO / "bench" / "compression" / "results" / "2026-12-05T0104_quiet_run_time_to_accuracy.json"
+    stored = json.loads(path.read_text())
+    again = tta.analyse(stored, stored["analysis"]["smooth_evals"])
+    assert json.loads(json.dumps(again)) == stored["analysis"]  # (JSON turns tuples into lists)
+    tuned = again["arms"]["tuned"]["time_to_target_vs_plain"]
+    assert (round(tuned["estimate"], 2), round(tuned["ci_low"], 2), round(tuned["ci_high"], 2)) == (1.80, 1.40, 2.33)
