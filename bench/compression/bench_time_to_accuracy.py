@@ -228,10 +228,18 @@ def main() -> int:
     print(json.dumps(tuned, indent=2), f"decision: {note}", sep="\n", flush=True)
 
     from acspeed import _runtime  # noqa: PLC0415
-    config = _runtime.core().CommConfig.from_json(json.dumps(stored))[0]
+
+    def applied(fields: dict):
+        """What a run of this config records as applied (train()): its normalised JSON, None when
+        acspeed registers no hook for it."""
+        config = _runtime.core().CommConfig.from_json(json.dumps(fields))[0]
+        return json.loads(config.to_json()) if config.needs_comm_hook() else None
+
+    def run_file(name: str, seed: int) -> pathlib.Path:
+        return work / f"{name.replace(' ', '_')}-{seed}.json"
+
     arms = {"plain": {"env": "ACSPEED_DISABLE=1", "flags": "", "applied": None},
-            "tuned": {"env": f"ACSPEED_DB={shlex.quote(str(db))}", "flags": "",
-                      "applied": json.loads(config.to_json()) if config.needs_comm_hook() else None}}
+            "tuned": {"env": f"ACSPEED_DB={shlex.quote(str(db))}", "flags": "", "applied": applied(stored)}}
     if stock_hook_of(stored):
         arms["torch"] = {"env": "ACSPEED_DISABLE=1", "flags": f"--stock-hook {stock_hook_of(stored)}",
                          "applied": None}
@@ -243,8 +251,7 @@ def main() -> int:
         path = work / f"forced-{len(arms)}.json"
         path.write_text(json.dumps(forced))
         arms[describe_numerics(key)] = {"env": f"ACSPEED_CONFIG={shlex.quote(str(path))}", "flags": "",
-                                        "applied": json.loads(_runtime.core().CommConfig.from_json(
-                                            json.dumps(forced))[0].to_json()), "forced": forced}
+                                        "applied": applied(forced), "forced": forced}
     run = (f"{shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" --node_rank \"$NODE_RANK\" "
            f"--nproc_per_node 1 --master_addr \"$MASTER_ADDR\" --master_port \"$MASTER_PORT\" "
            f"{shlex.quote(str(pathlib.Path(__file__).resolve()))} --train --epochs {args.epochs} "
@@ -254,14 +261,14 @@ def main() -> int:
     for seed in range(1, args.seeds + 1):
         shift = (seed - 1) % len(names)
         for name in names[shift:] + names[:shift]:  # each arm in another position on every seed
-            out = work / f"{name.replace(' ', '_')}-{seed}.json"
-            lines.append(f"{arms[name]['env']} {run} {arms[name]['flags']} --seed {seed} --json {shlex.quote(str(out))}")
+            lines.append(f"{arms[name]['env']} {run} {arms[name]['flags']} --seed {seed} "
+                         f"--json {shlex.quote(str(run_file(name, seed)))}")
     bench_tuner.testbed(args.profile, "\n".join(lines), env, timeout=12 * 3600)
 
     runs = {}
     for name in names:
         for seed in range(1, args.seeds + 1):
-            recorded = json.loads((work / f"{name.replace(' ', '_')}-{seed}.json").read_text())
+            recorded = json.loads(run_file(name, seed).read_text())
             if recorded["applied"] != arms[name]["applied"]:  # each arm ran what it claims to
                 raise SystemExit(f"the {name} run of seed {seed} applied {recorded['applied']}, "
                                  f"not {arms[name]['applied']}")
@@ -269,7 +276,7 @@ def main() -> int:
     estimates = {name: None for name in names}
     estimates["tuned"] = (evidence.get("speedups") or {}).get("inflation")
     for key, verdict in guard.items():
-        if describe_numerics(key) in estimates and describe_numerics(key) != "tuned":
+        if describe_numerics(key) in estimates:  # the arms of the numerics not chosen
             estimates[describe_numerics(key)] = verdict["inflation"]
     raw = {"arms": names, "seeds": args.seeds, "curves": runs, "tuner_inflation": estimates,
            "decision_note": note, "stored_config": stored, "tuner_speedups": evidence.get("speedups"),
