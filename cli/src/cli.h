@@ -39,6 +39,7 @@ int cmd_explain(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_env(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_fingerprint(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_predict(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_inflation(const GlobalOptions&, const std::vector<std::string>&);
 
 // Parses `args` against `options` (and positionals); --help prints usage and returns false with
 // exit_code 0. Throws po::error on bad input (main turns it into a one-line error + usage).

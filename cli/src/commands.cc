@@ -20,6 +20,8 @@ const std::vector<Command>& commands() {
        cmd_explain},
       {"predict", "predicted step time and bound of a tuned session's configs on other link rates and node counts",
        cmd_predict},
+      {"inflation", "the convergence guard's loss check and step inflation on two loss curves you recorded",
+       cmd_inflation},
       {"env", "every ACSPEED_* setting with its default, current value and description", cmd_env},
       {"fingerprint", "this machine's instance-type key and the details stored beside it", cmd_fingerprint},
   };

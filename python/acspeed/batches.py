@@ -10,7 +10,7 @@ rows (this rank's share of a step: the ranks' items should differ, as a distribu
 inputs the model takes, targets either integer class indices (cross-entropy) or floats of the
 model output's shape (mean squared error). The workers take the first T items (T = the trajectory
 steps, --trajectory-steps): the first is the trials' batch (timed steps and the gradient-fidelity
-window), the T items in order are the trajectories' batches (tuner/src/convergence_guard.h). An
+window), the T items in order are the trajectories' batches (tuner/include/acspeed/tuner/convergence_guard.h). An
 iterable that cannot give T items, an item that is not a pair of tensors, or a first batch the model
 cannot train on is an error naming the function and what was expected, before any trial.
 

@@ -16,7 +16,7 @@ trajectories of two configs are comparable), whether every loss stayed finite, a
 breakdown (acspeed.probes) when the probes are built.
 
 A trial request may ask for a loss trajectory (`trajectory_steps` T > 0; the tuner asks once per
-numerics of a compressed config, and once uncompressed, see tuner/src/convergence_guard.h): after
+numerics of a compressed config, and once uncompressed, see tuner/include/acspeed/tuner/convergence_guard.h): after
 the trial (and its fidelity window), the model gets its initial weights back and is wrapped again
 with the trial's config, compressing from the first step (PowerSGD's start step set to 0), and
 trains T steps on T distinct batches per rank (acspeed.batches: `--data`, or a learnable synthetic
@@ -24,7 +24,7 @@ stream), the same sequence for every trajectory; the loss of each step (mean ove
 reported as "trajectory". All batches are made when the workers start, before any trial.
 
 A trial request may ask for a gradient-fidelity window (`fidelity_steps` > 0; the tuner asks once per
-numerics of a compressed config, see tuner/src/convergence_guard.h): after the timed steps, with the
+numerics of a compressed config, see tuner/include/acspeed/tuner/convergence_guard.h): after the timed steps, with the
 weights held still, the exact average of the local gradients is all-reduced once on the control
 group (the gradients taken under no_sync), then `fidelity_steps` synchronised steps (no optimizer
 step) give the compressed path's average of the same gradients; the window's sums (error feedback

@@ -1,6 +1,7 @@
 """acspeed-tune's store commands as a user runs them: exit codes, messages, files left unchanged."""
 import hashlib
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -224,3 +225,45 @@ def test_a_garbage_config_row_is_listed_refused_clearly_and_deletable(tune, tmp_
     assert exported.returncode == 1 and "decision 1 holds an invalid config" in exported.stderr
     assert tune("configs", "delete", "1").returncode == 0
     assert "no decisions stored" in tune("configs", "list").stdout
+
+
+def _decay(t):
+    return 0.3 + 2.0 * math.exp(-t / 25.0)
+
+
+def test_inflation_judges_two_recorded_loss_curves(tune, tmp_path):
+    """`acspeed-tune inflation`: the tuner's rule on the user's own curves, with known answers (a curve
+    against itself is 1 and passes; one stretched 2x in steps is about 2; one that never gets there is
+    infinite and fails), in either file format, and bad input named with what is accepted."""
+    reference = [_decay(t) for t in range(90)]
+    (tmp_path / "ref.json").write_text(json.dumps(reference))
+    (tmp_path / "same.txt").write_text("\n".join(f"{v:.17g}" for v in reference))  # text: one number per line
+    (tmp_path / "slow.csv").write_text(",".join(str(_decay(t / 2)) for t in range(90)))
+    (tmp_path / "never.json").write_text(json.dumps([_decay(t / 10) + 0.5 for t in range(90)]))
+
+    same = tune("inflation", str(tmp_path / "same.txt"), str(tmp_path / "ref.json"))
+    assert same.returncode == 0, same.stderr
+    assert "steps compared: 90" in same.stdout and "step inflation: 1.00x" in same.stdout
+    assert "loss check: passes" in same.stdout
+
+    slow = json.loads(tune("inflation", str(tmp_path / "slow.csv"), str(tmp_path / "ref.json"), "--json").stdout)
+    assert slow["version"] == 1 and slow["steps"] == 90
+    assert slow["inflation"]["kind"] == "measured" and abs(slow["inflation"]["estimate"] - 2.0) < 0.15
+    assert slow["inflation"]["low"] > 1.3
+    assert not slow["loss_check"]["passed"]  # slower at the same step: its tail lies above the reference's
+
+    never = tune("inflation", str(tmp_path / "never.json"), str(tmp_path / "ref.json"), "--steps", "60")
+    assert never.returncode == 0, never.stderr
+    assert "steps compared: 60 (compressed curve 90, reference 90)" in never.stdout
+    assert "step inflation: infinite" in never.stdout and "loss check: fails" in never.stdout
+
+    (tmp_path / "bad.txt").write_text("1.0 0.9 oops")
+    bad = tune("inflation", str(tmp_path / "bad.txt"), str(tmp_path / "ref.json"))
+    assert bad.returncode == 2 and "item 2 'oops' is not a number" in bad.stderr and "JSON array" in bad.stderr
+    (tmp_path / "obj.json").write_text('[1.0, "x"]')
+    bad = tune("inflation", str(tmp_path / "obj.json"), str(tmp_path / "ref.json"))
+    assert bad.returncode == 2 and 'item 1 is "x", not a number' in bad.stderr
+    missing = tune("inflation", str(tmp_path / "none.json"), str(tmp_path / "ref.json"))
+    assert missing.returncode == 2 and "cannot be read" in missing.stderr
+    too_long = tune("inflation", str(tmp_path / "same.txt"), str(tmp_path / "ref.json"), "--steps", "91")
+    assert too_long.returncode == 2 and "--steps 91 is not in 1..90" in too_long.stderr

@@ -1,6 +1,6 @@
 // The convergence guard on measured figures: the fixtures, the fidelity thresholds, and a
 // trial the guard could not see.
-#include "convergence_guard.h"
+#include "acspeed/tuner/convergence_guard.h"
 
 #include <gtest/gtest.h>
 

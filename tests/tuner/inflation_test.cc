@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "convergence_guard.h"
+#include "acspeed/tuner/convergence_guard.h"
 
 namespace acspeed::tuner {
 namespace {

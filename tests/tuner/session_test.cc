@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/store.h"
+#include "acspeed/tuner/convergence_guard.h"
 #include "acspeed/tuner/trial_metrics.h"
-#include "convergence_guard.h"
 #include "node_link.h"
 
 namespace acspeed::tuner {

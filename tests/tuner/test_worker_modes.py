@@ -2,7 +2,7 @@
 processes, gloo): "compute" runs the bare model without communication and times forward and the
 optimizer apart (and the hello describes the gradients' shapes); "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
 buckets' count and bytes, which plain DDP (no hook) does not. And the convergence guard's
-gradient-fidelity window and loss trajectory (tuner/src/convergence_guard.h), measured only when a
+gradient-fidelity window and loss trajectory (tuner/include/acspeed/tuner/convergence_guard.h), measured only when a
 request asks."""
 import os
 import pathlib

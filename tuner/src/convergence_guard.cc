@@ -1,4 +1,4 @@
-#include "convergence_guard.h"
+#include "acspeed/tuner/convergence_guard.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +36,12 @@ LossCheck check_loss_trajectory(const std::vector<double>& candidate, const std:
                        t.loss_progress * std::max(0.0, c.reference_first - c.reference_tail));
   c.passed = c.excess <= c.allowed;
   return c;
+}
+
+std::string describe(const LossCheck& c) {
+  return fmt::format("trajectory loss over the last steps {:.4g} vs {:.4g} uncompressed: {:.4g} above it, "
+                     "allowed {:.4g}",
+                     c.candidate_tail, c.reference_tail, c.excess, c.allowed);
 }
 
 GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics& reference,
@@ -85,9 +91,7 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
                            ? std::string(candidate.trajectory_finite == false
                                              ? "a loss of its trajectory became NaN/Inf"
                                              : "no loss trajectory to compare with the uncompressed one")
-                           : fmt::format("trajectory loss over the last steps {:.4g} vs {:.4g} uncompressed: {:.4g} "
-                                         "above it, allowed {:.4g}",
-                                         loss.candidate_tail, loss.reference_tail, loss.excess, loss.allowed));
+                           : describe(loss));
   }
   v.passed = failures.empty();
   for (const auto& f : failures) v.reason += (v.reason.empty() ? "" : "; ") + f;

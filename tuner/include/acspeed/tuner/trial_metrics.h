@@ -29,7 +29,7 @@
 //                              cpu_busy.h; the whole timed window / steps; max over ranks; s): the step
 //                              model's CPU floor (CPU trials only; absent where /proc/stat cannot be read)
 //   "fidelity_cosine"  float   compressed configs: cosine of the compressed vs exact averaged gradient,
-//                              summed over the check steps (tuner/src/convergence_guard.h)
+//                              summed over the check steps (tuner/include/acspeed/tuner/convergence_guard.h)
 //   "fidelity_norm_error" float  relative error of that sum's norm
 //   "fidelity_step_cosine_min" float  the lowest single-step cosine of the window
 //   "fidelity_steps"   int     check steps in the window

@@ -72,6 +72,10 @@ struct LossCheck {
 LossCheck check_loss_trajectory(const std::vector<double>& candidate, const std::vector<double>& reference,
                                 const GuardThresholds& thresholds);
 
+// The check's figures in words: "trajectory loss over the last steps 0.91 vs 0.42 uncompressed: 0.49
+// above it, allowed 0.094" (a failure reason of the guard, and `acspeed-tune inflation`'s line).
+std::string describe(const LossCheck& check);
+
 struct GuardVerdict {
   bool passed = false;
   std::string reason;       // why it failed, or "" when it passed
