@@ -63,13 +63,15 @@ def t_quantile_95(dof: int) -> float:
     return (low + high) / 2
 
 
+def mean_t_interval(values) -> tuple:
+    """(mean, low, high): a Student-t 95% interval of the mean (one value: all three are it)."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, mean, mean
+    half = t_quantile_95(len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
 def geometric_mean_t_interval(ratios) -> tuple:
     """(geometric mean, low, high): a Student-t 95% interval on the log ratios."""
-    logs = [math.log(r) for r in ratios]
-    mean = float(np.mean(logs))
-    if len(logs) < 2:
-        return math.exp(mean), math.exp(mean), math.exp(mean)
-    dof = len(logs) - 1
-    t = t_quantile_95(dof)
-    half = t * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    return tuple(math.exp(v) for v in mean_t_interval([math.log(r) for r in ratios]))

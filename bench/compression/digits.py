@@ -5,6 +5,9 @@ upsampled to 32x32 and repeated over 3 channels for torchvision's resnet18, whos
 gradients (1000 outputs; 10 used) make a 1 Gbit link the bottleneck of a 2-node DDP step.
 
     --model digits:model   (model, make_batch) for acspeed-tune and the seed benchmark
+    --model digits:model10 the same resnet18 with a 10-class head, as a user would build it for digits
+                           (44.7 MB of gradients: the 1 Gbit link stays the bottleneck); with 1000
+                           outputs the first steps learn mostly which 10 classes occur
     --data digits:batches  (rank, world_size, batch_size) -> endless (inputs, targets) of this rank's
                            shard of the training split, reshuffled (seeded) every epoch
 """
@@ -50,14 +53,19 @@ def batches(rank: int, world_size: int, batch_size: int):
     return itertools.chain.from_iterable(epoch_batches(rank, world_size, batch_size, e) for e in itertools.count())
 
 
-def model(seed: int = 0):
-    """(resnet18 for 32x32 digits, make_batch) as `--model digits:model` expects; `seed` sets the
-    initial weights."""
+def model(seed: int = 0, classes: int = 1000):
+    """(resnet18 for 32x32 digits with `classes` outputs, make_batch) as `--model digits:model`
+    expects; `seed` sets the initial weights."""
     import torchvision  # noqa: PLC0415
     torch.manual_seed(seed)
-    net = torchvision.models.resnet18(num_classes=1000)
+    net = torchvision.models.resnet18(num_classes=classes)
 
     def make_batch(batch_size):
         return next(iter(epoch_batches(0, 1, batch_size, 0)))
 
     return net, make_batch
+
+
+def model10(seed: int = 0):
+    """`--model digits:model10`: model() with a 10-class head."""
+    return model(seed, classes=10)

@@ -44,6 +44,22 @@ def test_a_run_that_needs_more_steps_shows_its_inflation_and_never_reaching_coun
     stuck_arm = result["arms"]["stuck"]
     assert stuck_arm["reached_target"] == 0 and stuck_arm["time_to_target_vs_plain"] is None
     assert stuck_arm["final_accuracy_points_below_plain"] == pytest.approx(11.0)
+    assert stuck_arm["final_accuracy_points_below_plain_ci"] == [pytest.approx(11.0)] * 2  # the same on both seeds
+
+
+def test_final_accuracy_differences_are_paired_by_seed_with_an_interval():
+    curves = {"plain-1": curve([0.5, 0.98], 0.4), "plain-2": curve([0.5, 0.96], 0.4),
+              "arm-1": curve([0.5, 0.97], 0.2), "arm-2": curve([0.5, 0.95], 0.2)}
+    result = tta.analyse({"arms": ["plain", "arm"], "seeds": 2, "tuner_inflation": {}, "curves": curves}, smooth=1)
+    arm = result["arms"]["arm"]
+    assert arm["final_accuracy_points_below_plain"] == pytest.approx(1.0)
+    # one point below on each seed: no spread, although the seeds' own accuracies differ by two points
+    assert arm["final_accuracy_points_below_plain_ci"] == [pytest.approx(1.0)] * 2
+    curves["arm-2"] = curve([0.5, 0.97], 0.2)  # now 1 and -1: the interval spans 0 widely (t = 12.7)
+    arm = tta.analyse({"arms": ["plain", "arm"], "seeds": 2, "tuner_inflation": {}, "curves": curves},
+                      smooth=1)["arms"]["arm"]
+    low, high = arm["final_accuracy_points_below_plain_ci"]
+    assert arm["final_accuracy_points_below_plain"] == pytest.approx(0.0) and low < -10 and high > 10
 
 
 def test_one_lucky_evaluation_does_not_reach_the_target_under_the_trailing_mean():
