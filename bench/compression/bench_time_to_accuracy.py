@@ -15,7 +15,8 @@ inside the scikit-learn wheel, nothing downloaded), batch 16 per rank, SGD lr --
        tuned      `import acspeed`: the stored decision (each run records the config it applied);
        torch      torch's stock hook for the tuned config's math (fp16_compress_hook,
                   bf16_compress_hook, or PowerSGD with the same rank and start step) on DDP's default
-                  buckets, without acspeed: the best a user does without us (only when tuned compresses);
+                  buckets (PowerSGD: one 64 MiB bucket, the only size torch's hook runs at on gloo),
+                  without acspeed: the best a user does without us (only when tuned compresses);
        other numerics the search tried but did not choose (e.g. PowerSGD rank 1, rank 4), forced
                   (ACSPEED_CONFIG) on the decision's buckets and algorithm: whether the guard's and
                   the rule's verdicts hold over a whole training (--no-others: skip them);
@@ -105,7 +106,10 @@ def train(args) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     net, _ = getattr(digits, args.model.partition(":")[2])(seed=args.seed)  # same on every rank, others per seed
-    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    # torch's powerSGD_hook runs on gloo only with the whole model in one bucket (64 MiB: DDP caps its
+    # first bucket at the same size; bench/runtime/hooks_vs_stock.py); every other run: DDP's defaults.
+    one_bucket = {"bucket_cap_mb": 64} if (args.stock_hook or "").startswith("powersgd") else {}
+    ddp = torch.nn.parallel.DistributedDataParallel(net, **one_bucket)
     state = hooks.state_of(ddp)  # None: DDP runs without acspeed's hook (disabled, or a hookless config)
     applied = json.loads(state.config.to_json()) if state is not None else None
     if args.stock_hook:
