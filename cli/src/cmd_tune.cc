@@ -78,7 +78,7 @@ po::options_description tune_options() {
        "window and, with --compression, the convergence guard's trajectories (its first T items). Default: the "
        "model's make_batch, and a synthetic stream with labels from a fixed random teacher for the trajectories")
       ("trajectory-steps", po::value<std::string>(), "compression: steps T of the convergence guard's loss "
-       "trajectories, one compressed per numerics and one uncompressed, apart from the timed steps (default 60)")
+       "trajectories, one compressed per numerics and one uncompressed, apart from the timed steps (default 120)")
       ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")
       ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")

@@ -93,11 +93,11 @@ def test_bad_env_pin_is_a_usage_error(tune, monkeypatch):
     assert result.returncode == 2 and "ACSPEED_STREAMS" in result.stderr
 
 
-def test_powersgd_searches_ranks_1_4_and_warms_up_past_its_start_step(tune):
+def test_powersgd_searches_ranks_1_4_16_and_warms_up_past_its_start_step(tune):
     out = tune("--model", "resnet18", "--compression", "none,fp16,powersgd", "--warmup", "2", "--dry-run").stdout
-    assert "x compression none,fp16,powersgd x powersgd rank 1,4 =" in out, out
+    assert "x compression none,fp16,powersgd x powersgd rank 1,4,16 =" in out, out
     assert "warm-up raised from 2 to 12 steps" in out and "12 warm-up" in out, out
-    assert "the convergence guard trains 60-step loss trajectories" in out and "on synthetic" in out, out
+    assert "the convergence guard trains 120-step loss trajectories" in out and "on synthetic" in out, out
 
 
 def test_a_bad_powersgd_rank_pin_is_a_usage_error(tune, monkeypatch):
@@ -240,7 +240,7 @@ def test_the_convergence_guard_accepts_fp16_and_rejects_a_corrupting_compressor(
     # what the guard cost: the workers time fp16's window and trajectory, the session sums them up
     assert json.loads(fp16[0]["metrics_json"])["trajectory_s"] > 0, fp16[0]
     assert re.search(r"convergence guard: 1 gradient-fidelity window\(s\) of 32 steps \(\d+ s\) and 2 loss trajectories "
-                     r"of 60 steps \(\d+ s\): \d+ s of the session's \d+ s so far", result.stdout), result.stdout
+                     r"of 120 steps \(\d+ s\): \d+ s of the session's \d+ s so far", result.stdout), result.stdout
     fidelity = guard["fidelity"]
     if passes:
         assert fp16[0]["status"] == "ok" and fidelity["cosine"] > 0.999 and fidelity["norm_error"] < 0.01, guard

@@ -16,7 +16,7 @@
 //      or flat), not on buckets or lanes: the tuner measures the window once per numerics and reuses it
 //      for the other trials with the same (their "fidelity_trial" names the trial that measured it).
 //  (b) the loss trajectory against an uncompressed one. Trajectories are runs of their own, apart
-//      from the timed steps: T steps (TuneOptions::trajectory_steps, default 60) from
+//      from the timed steps: T steps (TuneOptions::trajectory_steps, default 120) from
 //      the initial weights on the same per-rank sequence of T distinct batches (the user's --data, or
 //      a learnable synthetic stream: python/acspeed/batches.py), compression active from the first
 //      step (PowerSGD's start step set to 0), all batches made before any trial is timed. One

@@ -51,7 +51,9 @@ struct TuneOptions {
   double loss_tolerance = 0.05;      // compression: |loss - baseline loss| <= tol x |baseline loss|
   // Compression: steps of the convergence guard's loss trajectories (convergence_guard.h), apart
   // from the timed steps; the step inflation (inflation.h) can measure up to about T / (T / 3) = 3.
-  int trajectory_steps = 60;
+  // 120: on resnet18 with real data 60 steps left every inflation's upper end at 2.5-3.4, 120 bound
+  // them to 1.5-1.7 (bench/compression/RESULTS.md, "Which loss signal can 60 steps judge?").
+  int trajectory_steps = 120;
   // pkg.module:function (rank, world_size, batch_size) -> iterable of (inputs, targets): the batches
   // of the trials, the fidelity window and the trajectories (python/acspeed/batches.py); "" = the
   // model's make_batch for the trials, a learnable synthetic stream for the trajectories.
