@@ -5,7 +5,8 @@
 
 On an `acspeed-testbed` cluster of --profile (2x1@1gbit: 2 nodes x 1 process, pinned, each link
 capped at 1 Gbit/s), resnet18 at 32x32 on scikit-learn's digits (bench/compression/digits.py: shipped
-inside the scikit-learn wheel, nothing downloaded), batch 16 per rank, SGD lr --lr momentum 0.9:
+inside the scikit-learn wheel, nothing downloaded), batch 16 per rank, SGD lr --lr momentum 0.9
+(--schedule cosine: annealed to 0 over the budget):
   1. `acspeed-tune --model M --data digits:batches --compression none,fp16,powersgd` (M: --model) into a
      fresh store (or --db: a store tuned before): the decision, with its step speedup, step inflation
      and effective speedup, and the guard's verdict and inflation estimate for every numerics;
@@ -59,6 +60,9 @@ def parse_args():
     parser.add_argument("--eval-every", type=int, default=10, help="steps between test evaluations")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--schedule", choices=("constant", "cosine"), default="constant",
+                        help="the learning rate: --lr throughout, or cosine-annealed from --lr to 0 over the "
+                        "--epochs budget (a final accuracy of the budget that SGD noise does not decide)")
     parser.add_argument("--target", type=float, help="test accuracy to reach (default: plain DDP's lowest final)")
     parser.add_argument("--tune-args", default="--compression none,fp16,powersgd --bucket-mb 5,25 --algorithms "
                         "allreduce,reduce_scatter --streams 1,2 --warmup 12 --steps 6 --repeats 3")
@@ -117,6 +121,9 @@ def train(args) -> None:
             raise SystemExit("--stock-hook needs ACSPEED_DISABLE=1: acspeed registered its own hook")
         register_stock_hook(ddp, args.stock_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    steps_per_epoch = sum(1 for _ in digits.epoch_batches(rank, world, args.batch_size, 0))
+    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs * steps_per_epoch)
+                if args.schedule == "cosine" else None)
     _, (test_images, test_labels) = digits.split()
 
     def accuracy() -> float:
@@ -133,6 +140,8 @@ def train(args) -> None:
             optimizer.zero_grad(set_to_none=True)
             torch.nn.functional.cross_entropy(ddp(inputs), targets).backward()
             optimizer.step()
+            if schedule is not None:
+                schedule.step()
             clock = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
             dist.all_reduce(clock, op=dist.ReduceOp.MAX)  # a step lasts as long as its slowest rank
             wall += clock.item()
@@ -262,7 +271,8 @@ def main() -> int:
     run = (f"{shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" --node_rank \"$NODE_RANK\" "
            f"--nproc_per_node 1 --master_addr \"$MASTER_ADDR\" --master_port \"$MASTER_PORT\" "
            f"{shlex.quote(str(pathlib.Path(__file__).resolve()))} --train --model {args.model} --epochs {args.epochs} "
-           f"--eval-every {args.eval_every} --batch-size {args.batch_size} --lr {args.lr}")
+           f"--eval-every {args.eval_every} --batch-size {args.batch_size} --lr {args.lr} "
+           f"--schedule {args.schedule}")
     names = list(arms)
     lines = ["set -e"]
     for seed in range(1, args.seeds + 1):
