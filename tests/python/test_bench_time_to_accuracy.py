@@ -70,10 +70,14 @@ def test_one_lucky_evaluation_does_not_reach_the_target_under_the_trailing_mean(
     assert result["arms"]["spiky"]["runs"][0]["reached"][0] == 110  # three in a row at 0.97
 
 
-def test_the_committed_result_is_recomputed_from_its_raw_curves():
-    path = REPO / "bench" / "compression" / "results" / "2026-12-05T0104_quiet_run_time_to_accuracy.json"
-    stored = json.loads(path.read_text())
+@pytest.mark.parametrize("name, tuned_ratio", [("2026-12-05T0104_quiet_run_time_to_accuracy", (1.80, 1.40, 2.33)),
+                                               ("2026-12-05T0302_quiet_run_time_to_accuracy_ranks_4_8_16",
+                                                (1.84, 1.44, 2.34)),
+                                               ("2026-12-05T0356_quiet_run_time_to_accuracy_model10_t120",
+                                                (3.36, 2.56, 4.42))])
+def test_the_committed_result_is_recomputed_from_its_raw_curves(name, tuned_ratio):
+    stored = json.loads((REPO / "bench" / "compression" / "results" / f"{name}.json").read_text())
     again = tta.analyse(stored, stored["analysis"]["smooth_evals"])
     assert json.loads(json.dumps(again)) == stored["analysis"]  # (JSON turns tuples into lists)
     tuned = again["arms"]["tuned"]["time_to_target_vs_plain"]
-    assert (round(tuned["estimate"], 2), round(tuned["ci_low"], 2), round(tuned["ci_high"], 2)) == (1.80, 1.40, 2.33)
+    assert (round(tuned["estimate"], 2), round(tuned["ci_low"], 2), round(tuned["ci_high"], 2)) == tuned_ratio
