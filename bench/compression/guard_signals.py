@@ -53,13 +53,40 @@ def configs(ranks: str) -> dict:
     return out
 
 
-def _rank(rank: int, world: int, port: int, args, queue) -> None:
+def _child(rank: int, world: int, port: int, target, args, queue) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    out = target(rank, world, args)
+    if rank == 0:
+        queue.put(out)
+    dist.destroy_process_group()
+
+
+def on_two_ranks(target, args, timeout: int = 3600):
+    """target(rank, world_size, args) in 2 spawned processes on gloo (loopback, one thread each, the
+    process group initialised): rank 0's return value. `target` must be a module-level function."""
+    import torch.multiprocessing as mp  # noqa: PLC0415
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    processes = [context.Process(target=_child, args=(r, 2, port, target, args, queue)) for r in range(2)]
+    for p in processes:
+        p.start()
+    out = queue.get(timeout=timeout)
+    for p in processes:
+        p.join()
+    return out
+
+
+def _record(rank: int, world: int, args) -> dict:
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
     from acspeed import _runtime, worker  # noqa: PLC0415
     import digits  # noqa: PLC0415
     group = dist.new_group(backend="gloo")
@@ -98,24 +125,6 @@ def _rank(rank: int, world: int, port: int, args, queue) -> None:
         dist.all_reduce(both, group=group)
         both /= world
         curves[name] = dict(zip(SIGNALS, both.tolist()))
-    if rank == 0:
-        queue.put(curves)
-    dist.destroy_process_group()
-
-
-def record(args) -> dict:
-    import torch.multiprocessing as mp  # noqa: PLC0415
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [context.Process(target=_rank, args=(r, 2, port, args, queue)) for r in range(2)]
-    for p in processes:
-        p.start()
-    curves = queue.get(timeout=3600)
-    for p in processes:
-        p.join()
     return curves
 
 
@@ -157,13 +166,15 @@ def main() -> int:
     if args.from_json:
         recorded = json.loads(pathlib.Path(args.from_json).read_text())
         curves, args.steps, args.long_steps = recorded["curves"], recorded["steps"], recorded["long_steps"]
+        recorded_args = recorded["args"]  # how the curves were recorded
     else:
-        curves = record(args)
+        curves = on_two_ranks(_record, args)
+        recorded_args = vars(args)
     judged = {str(steps): judge(curves, steps, binary) for steps in (args.steps, args.long_steps)}
     pathlib.Path(args.out).write_text(json.dumps({
         "what": "loss per step (mean over 2 ranks) of the guard's trajectories on resnet18 / digits, two signals; "
                 "judged by acspeed-tune inflation", "steps": args.steps, "long_steps": args.long_steps,
-        "args": vars(args), "curves": curves, "judged": judged}, indent=1) + "\n")
+        "args": recorded_args, "curves": curves, "judged": judged}, indent=1) + "\n")
     print("inflation [95% interval], loss check (tail excess / allowed)")
     print(f"| numerics | signal | T = {args.steps} | T = {args.long_steps} |\n|---|---|---|---|")
     for name in curves:

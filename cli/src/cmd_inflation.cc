@@ -117,16 +117,7 @@ int cmd_inflation(const GlobalOptions&, const std::vector<std::string>& args) {
         {"steps", steps},
         {"lengths", {{"compressed", lengths[0]}, {"reference", lengths[1]}}},
         {"inflation", inflation},
-        {"loss_check",
-         {{"passed", loss.passed},
-          {"candidate_tail", loss.candidate_tail},
-          {"reference_tail", loss.reference_tail},
-          {"reference_first", loss.reference_first},
-          {"excess", loss.excess},
-          {"allowed", loss.allowed},
-          {"loss_relative", thresholds.loss_relative},
-          {"loss_progress", thresholds.loss_progress},
-          {"tail_fraction", thresholds.tail_fraction}}}};
+        {"loss_check", tuner::loss_evidence(loss, thresholds)}};
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }

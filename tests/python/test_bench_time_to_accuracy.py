@@ -74,7 +74,9 @@ def test_one_lucky_evaluation_does_not_reach_the_target_under_the_trailing_mean(
                                                ("2026-12-05T0302_quiet_run_time_to_accuracy_ranks_4_8_16",
                                                 (1.84, 1.44, 2.34)),
                                                ("2026-12-05T0356_quiet_run_time_to_accuracy_model10_t120",
-                                                (3.36, 2.56, 4.42))])
+                                                (3.36, 2.56, 4.42)),
+                                               ("2026-12-05T0442_quiet_run_time_to_accuracy_model10_cosine",
+                                                (2.89, 1.66, 5.01))])
 def test_the_committed_result_is_recomputed_from_its_raw_curves(name, tuned_ratio):
     stored = json.loads((REPO / "bench" / "compression" / "results" / f"{name}.json").read_text())
     again = tta.analyse(stored, stored["analysis"]["smooth_evals"])

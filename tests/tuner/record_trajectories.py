@@ -9,15 +9,13 @@ TwoTrajectoryLengthsOnTheTestModels` judges the first T and all steps of these, 
 """
 import argparse
 import json
-import os
 import pathlib
-import socket
 import sys
 import types
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from guard_signals import on_two_ranks  # bench/compression: the 2-rank gloo launcher both scripts use
 
 HERE = pathlib.Path(__file__).resolve().parent
 MODELS = ("tiny_models:mlp", "teacher:task")
@@ -26,11 +24,7 @@ CONFIGS = {"none": {"compression": "none"}, "fp16": {"compression": "fp16"},
            "powersgd rank 4": {"compression": "powersgd", "powersgd_rank": 4}}
 
 
-def _rank(rank: int, world: int, port: int, args, queue) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def _record(rank: int, world: int, args) -> dict:
     from acspeed import _runtime, worker  # noqa: PLC0415 - after PYTHONPATH is set by the caller
     group = dist.new_group(backend="gloo")
     out = {}
@@ -42,9 +36,7 @@ def _rank(rank: int, world: int, port: int, args, queue) -> None:
             fields = CONFIGS[name]
             config, _ = _runtime.core().CommConfig.from_json(json.dumps({"version": 2, **fields}))
             out[f"{model} {name}"] = trainer._trajectory(config, group, args.steps)
-    if rank == 0:
-        queue.put(out)
-    dist.destroy_process_group()
+    return out
 
 
 def main() -> int:
@@ -55,17 +47,7 @@ def main() -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--out", default=str(HERE / "fixtures" / "trajectories" / "test_models.json"))
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [context.Process(target=_rank, args=(r, 2, port, args, queue)) for r in range(2)]
-    for p in processes:
-        p.start()
-    trajectories = queue.get(timeout=600)
-    for p in processes:
-        p.join()
+    trajectories = on_two_ranks(_record, args, timeout=600)
     record = {"what": "loss per step (mean over 2 ranks) of acspeed.worker trajectories on the synthetic teacher "
                       "stream, compression from the first step; recorded by tests/tuner/record_trajectories.py",
               "steps": args.steps, "batch_size": args.batch_size, "torch": torch.__version__,

@@ -44,6 +44,19 @@ std::string describe(const LossCheck& c) {
                      c.candidate_tail, c.reference_tail, c.excess, c.allowed);
 }
 
+nlohmann::json loss_evidence(const LossCheck& c, const GuardThresholds& t) {
+  return {{"passed", c.passed},
+          {"steps_compared", c.steps_compared},
+          {"candidate_tail", c.candidate_tail},
+          {"reference_tail", c.reference_tail},
+          {"reference_first", c.reference_first},
+          {"excess", c.excess},
+          {"allowed", c.allowed},
+          {"loss_relative", t.loss_relative},
+          {"loss_progress", t.loss_progress},
+          {"tail_fraction", t.tail_fraction}};
+}
+
 GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics& reference,
                                const GuardThresholds& t) {
   GuardVerdict v;
@@ -74,18 +87,7 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
     failures.emplace_back("no gradient-fidelity figures were measured");
   }
   const LossCheck loss = check_loss_trajectory(candidate.trajectory, reference.trajectory, t);
-  v.evidence = {{"fidelity", fidelity},
-                {"loss",
-                 {{"passed", loss.passed},
-                  {"steps_compared", loss.steps_compared},
-                  {"candidate_tail", loss.candidate_tail},
-                  {"reference_tail", loss.reference_tail},
-                  {"reference_first", loss.reference_first},
-                  {"excess", loss.excess},
-                  {"allowed", loss.allowed},
-                  {"loss_relative", t.loss_relative},
-                  {"loss_progress", t.loss_progress},
-                  {"tail_fraction", t.tail_fraction}}}};
+  v.evidence = {{"fidelity", fidelity}, {"loss", loss_evidence(loss, t)}};
   if (!loss.passed) {
     failures.push_back(loss.steps_compared == 0
                            ? std::string(candidate.trajectory_finite == false

@@ -76,6 +76,10 @@ LossCheck check_loss_trajectory(const std::vector<double>& candidate, const std:
 // above it, allowed 0.094" (a failure reason of the guard, and `acspeed-tune inflation`'s line).
 std::string describe(const LossCheck& check);
 
+// The check's evidence form with the thresholds it used: a trial's metrics ("guard" -> "loss") and
+// `acspeed-tune inflation --json` ("loss_check").
+nlohmann::json loss_evidence(const LossCheck& check, const GuardThresholds& thresholds);
+
 struct GuardVerdict {
   bool passed = false;
   std::string reason;       // why it failed, or "" when it passed
