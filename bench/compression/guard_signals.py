@@ -36,7 +36,8 @@ def parse_args():
     parser.add_argument("--model", default="digits:model", choices=("digits:model", "digits:model10"),
                         help="resnet18 with 1000 outputs, or with a 10-class head (bench/compression/digits.py)")
     parser.add_argument("--ranks", default="1,4,8,16,32", help="PowerSGD ranks")
-    parser.add_argument("--steps", type=int, default=60, help="the guard's trajectory length (acspeed-tune's default)")
+    parser.add_argument("--steps", type=int, default=60,
+                        help="the shorter length judged (acspeed-tune's default before e014c63)")
     parser.add_argument("--long-steps", type=int, default=120, help="the longer length judged for agreement")
     parser.add_argument("--held-out-batches", type=int, default=4, help="test batches per rank of the held_out signal")
     parser.add_argument("--batch-size", type=int, default=16)
