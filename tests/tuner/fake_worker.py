@@ -20,9 +20,6 @@ Trajectories (a request's trajectory_steps T > 0): the loss falls linearly from 
 first third of the T steps, then stays (a small deterministic ripple on top), every config alike;
 FAKE_WORKER_STRETCH=COMPRESSION:F stretches that compression's curve F times in steps (step
 inflation F, tuner/inflation.h; its tail still reaches 0.3 for F < 3).
-FAKE_WORKER_NOISY=COMPRESSION:A adds A x noise(t) to that compression's trajectories of fewer than 100
-steps (an extended one is clean), noise(t) = ((t * 7919 + 17) * 104729 % 1000) / 500 - 1, as
-tests/tuner/session_test.cc computes it.
 FAKE_WORKER_SPEED=COMPRESSION:S (mode compressors): that compression's steps are S times faster than
 the uncompressed ones (default fp16 2, powersgd 3). FAKE_WORKER_PSGD=faithful (mode compressors):
 powersgd is as faithful as fp16 (its window and trajectory pass).
@@ -122,10 +119,8 @@ def trajectory(request):
     compression = request["config"].get("compression", "none")
     name, _, factor = os.environ.get("FAKE_WORKER_STRETCH", ":1").partition(":")
     stretch = float(factor) if compression == name else 1.0
-    noisy, _, amplitude = os.environ.get("FAKE_WORKER_NOISY", ":0").partition(":")
-    noise = float(amplitude) if compression == noisy and steps < 100 else 0.0
     return {"trajectory": [0.3 + 2 * max(0.0, 1 - t / (steps / 3) / stretch) + 0.002 * ((t * 7919) % 13 - 6) / 6
-                           + noise * (((t * 7919 + 17) * 104729 % 1000) / 500 - 1) for t in range(steps)]}
+                           for t in range(steps)]}
 
 
 for line in reader:

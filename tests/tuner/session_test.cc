@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,7 +20,6 @@
 
 #include "acspeed/store.h"
 #include "acspeed/tuner/convergence_guard.h"
-#include "acspeed/tuner/inflation.h"
 #include "acspeed/tuner/trial_metrics.h"
 #include "node_link.h"
 
@@ -474,17 +472,6 @@ TEST_F(SessionTest, WhenCommunicationDominatesTheNoteCountsWhatCompressionWouldS
 }
 
 
-// The fake worker's trajectory (fake_worker.py): stretch F, noise amplitude A below 100 steps.
-std::vector<double> fake_trajectory(int steps, double stretch, double noise) {
-  std::vector<double> losses;
-  for (int t = 0; t < steps; ++t) {
-    const double ripple = 0.002 * ((t * 7919) % 13 - 6) / 6;
-    const double n = steps < 100 ? noise * (static_cast<double>((static_cast<int64_t>(t) * 7919 + 17) * 104729 % 1000) / 500 - 1) : 0;
-    losses.push_back(0.3 + 2 * std::max(0.0, 1 - t / (steps / 3.0) / stretch) + ripple + n);
-  }
-  return losses;
-}
-
 TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredOnceBeforeAnyGetsASecondCastsFirstThenHighRanks) {
   setenv("FAKE_WORKER_MODE", "compressors", 1);
   options_.space.bucket_mb = {5, 25};
@@ -538,51 +525,6 @@ TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndT
   bool stopped = false;
   for (const auto& n : recorder.notes) stopped |= n.find("search stopped after 3 trial(s)") != std::string::npos;
   EXPECT_TRUE(stopped);  // by the uncompressed 2-stream config, the first that had to run
-}
-
-TEST_F(SessionTest, AnUndecidedVerdictGetsLongerTrajectoriesAndIsDecidedOnThem) {
-  // fp16 needs 1.2x the steps; on 60 steps its trajectory is noisy, so its inflation interval is wide:
-  // its step speedup S (set between the estimate and the upper end) is accepted by the estimate and
-  // rejected by the upper end. Extended to 120 clean steps, the interval is narrow and S clears it.
-  InflationOptions inflation_options;
-  inflation_options.seed = options_.seed;
-  const Inflation noisy = measure_inflation(fake_trajectory(60, 1.2, 0.25), fake_trajectory(60, 1, 0), inflation_options);
-  const Inflation clean = measure_inflation(fake_trajectory(120, 1.2, 0), fake_trajectory(120, 1, 0), inflation_options);
-  ASSERT_EQ(noisy.kind, InflationKind::kMeasured) << noisy.describe();
-  const double speedup = std::isfinite(noisy.high) ? std::sqrt(noisy.estimate * noisy.high) : 2 * noisy.estimate;
-  ASSERT_GT(speedup, noisy.estimate * 1.02) << noisy.describe();
-  ASSERT_GT(speedup, clean.high * 1.02) << noisy.describe() << " / " << clean.describe();
-  setenv("FAKE_WORKER_MODE", "compressors", 1);
-  setenv("FAKE_WORKER_STRETCH", "fp16:1.2", 1);
-  setenv("FAKE_WORKER_NOISY", "fp16:0.25", 1);
-  setenv("FAKE_WORKER_SPEED", fmt::format("fp16:{}", speedup).c_str(), 1);
-  options_.space.streams = {1};
-  options_.space.compression = {Compression::kNone, Compression::kFp16};
-  options_.compression_searched = true;
-  Recorder recorder;
-  const SessionResult result = run_session(options_, *store_, recorder);
-  for (const char* v : {"FAKE_WORKER_STRETCH", "FAKE_WORKER_NOISY", "FAKE_WORKER_SPEED"}) unsetenv(v);
-  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
-  std::vector<std::string> labels;
-  for (const auto& t : recorder.trials) labels.push_back(t.label);
-  // The reference's trajectory, then fp16's, both run again at twice the steps (the cap: 2 x 60).
-  ASSERT_GE(labels.size(), 4u);
-  EXPECT_EQ(labels[2], "DDP defaults (the convergence guard's reference, trajectory extended to 120 steps)");
-  EXPECT_EQ(labels[3], "allreduce, fp16 (the convergence guard: trajectory extended to 120 steps)");
-  const auto stored = store_->trials(result.session_id);
-  const auto extended = metrics_from_json(stored[3].metrics_json);
-  EXPECT_EQ(extended.trajectory.size(), 120u);
-  EXPECT_EQ(extended.guard["extended"]["from_steps"], 60) << stored[3].metrics_json;
-  EXPECT_EQ(extended.guard["extended"]["to_steps"], 120);
-  EXPECT_NE(extended.guard["extended"]["why"].get<std::string>().find("step speedup"), std::string::npos);
-  EXPECT_FALSE(extended.guard.contains("undecided")) << stored[3].metrics_json;
-  EXPECT_TRUE(metrics_from_json(stored[1].metrics_json).guard.contains("undecided"));  // as first judged
-  bool said = false;
-  for (const auto& n : recorder.notes) said |= n.find("cannot decide on 60 steps") != std::string::npos;
-  EXPECT_TRUE(said);
-  const auto decisions = store_->decisions();
-  ASSERT_EQ(decisions.size(), 1u);
-  EXPECT_EQ(decisions.front().config.compression, Compression::kFp16) << decisions.front().note;
 }
 
 TEST_F(SessionTest, WhenTheBestCompressedCandidateFailsItsPairsTheBestCertifiedOneIsTriedNotDdpDefaults) {
