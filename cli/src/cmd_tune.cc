@@ -258,7 +258,7 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
     const auto store = open_store(global, !dry_run);
     const auto session = store->session(*options.resume);
     if (!session) ACS_THROW(InvalidArgument, "--resume {}: no such session in {}", *options.resume, store->path());
-    if (session->status == "done") {
+    if (session->status == SessionStatus::kDone) {
       ACS_THROW(InvalidArgument, "--resume {}: that session is already done (its decision is stored)", *options.resume);
     }
     const auto stored = nlohmann::json::parse(session->options_json, nullptr, false);
