@@ -492,7 +492,7 @@ TEST_F(ReportFormats, MarkdownHasEveryTrialTheDecisionAndEscapedUserText) {
   EXPECT_NE(md.find("ecs.\\<b\\>gn7\\</b\\>\\|x"), std::string::npos);
   // One line per trial in the trials table, beginning with its number and role.
   for (const auto& t : report_.trials) {
-    EXPECT_EQ(count(md, fmt::format("\n| {} | {} |", t.record.ordinal, t.record.role)), 1u) << t.record.ordinal;
+    EXPECT_EQ(count(md, fmt::format("\n| {} | {} |", t.record.ordinal, to_string(t.record.role))), 1u) << t.record.ordinal;
   }
   EXPECT_NE(md.find("worker 1 exited: signal 9 (\"killed\"), see log, line 2 second line"), std::string::npos);
   EXPECT_NE(md.find("- Speedup over DDP defaults: 1.210x, 95% confidence interval \\[1.150, 1.270\\] over 3 alternated "
