@@ -30,7 +30,8 @@ CREATE TABLE sessions(
   versions_json TEXT NOT NULL,
   status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
   started_at TEXT NOT NULL,
-  finished_at TEXT);
+  finished_at TEXT,
+  kind TEXT NOT NULL DEFAULT 'offline' CHECK (kind IN ('offline', 'online')));
 
 -- Every trial of a session with its raw step times. Quoted because migration 2 rebuilt the table
 -- under another name and renamed it (SQLite cannot change a CHECK constraint in place).
@@ -75,4 +76,4 @@ CREATE UNIQUE INDEX decisions_one_active
   ON decisions(instance_type, model_signature, precision, world_size, nnodes, gpus_shared) WHERE active = 1;
 CREATE INDEX decisions_by_key ON decisions(instance_type, model_signature, world_size, nnodes);
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

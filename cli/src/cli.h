@@ -3,7 +3,9 @@
 // Boost.Program_options and returns the process exit code (0 ok, 1 failure, 2 usage error).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,12 +42,34 @@ int cmd_env(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_fingerprint(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_predict(const GlobalOptions&, const std::vector<std::string>&);
 int cmd_inflation(const GlobalOptions&, const std::vector<std::string>&);
+int cmd_sessions(const GlobalOptions&, const std::vector<std::string>&);
 
 // Parses `args` against `options` (and positionals); --help prints usage and returns false with
 // exit_code 0. Throws po::error on bad input (main turns it into a one-line error + usage).
 bool parse_args(const std::string& usage, const po::options_description& options,
                 const po::positional_options_description& positional, const std::vector<std::string>& args,
                 po::variables_map& vm);
+
+// What an ID names and the command that lists them, for messages.
+struct IdKind {
+  const char* noun;     // "decision"
+  const char* listing;  // "acspeed-tune configs list"
+};
+inline constexpr IdKind kDecisionIds{"decision", "acspeed-tune configs list"};
+inline constexpr IdKind kSessionIds{"session", "acspeed-tune sessions"};
+
+// "give a decision ID (see `acspeed-tune configs list`)": what every missing, malformed or unknown ID
+// answers with.
+std::string give_id(const IdKind& kind);
+
+// The ID option `name` holds (declared as a string option), empty when it is absent. Anything but a
+// positive integer is an InvalidArgument naming it as given ("--session abc: ...", or "abc: ..." for
+// a positional ID: `flag` ""), then give_id(kind).
+std::optional<int64_t> id_option(const po::variables_map& vm, const std::string& name, const std::string& flag,
+                                 const IdKind& kind);
+// As id_option, and an absent ID is an InvalidArgument saying give_id(kind).
+int64_t required_id(const po::variables_map& vm, const std::string& name, const std::string& flag,
+                    const IdKind& kind);
 
 // The torch version the recorded interpreter (ACSPEED_PYTHON) has, or "unknown"; never imports torch.
 std::string torch_version_of_python();

@@ -51,7 +51,7 @@ DecisionFilter filter_from(const po::variables_map& vm) {
 
 Decision require_decision(const Store& store, int64_t id) {
   auto d = store.decision(id);
-  if (!d) ACS_THROW(InvalidArgument, "no decision {} in store {} (see `acspeed-tune configs list`)", id, store.path());
+  if (!d) ACS_THROW(InvalidArgument, "no decision {} in store {}: {}", id, store.path(), give_id(kDecisionIds));
   return *d;
 }
 
@@ -112,11 +112,11 @@ int cmd_configs(const GlobalOptions& global, const std::vector<std::string>& arg
   }
 
   if (action == "show" || action == "delete" || action == "activate") {
-    options.add_options()("id", po::value<int64_t>()->required(), "decision id");
+    options.add_options()("id", po::value<std::string>(), "decision ID (`acspeed-tune configs list`)");
     if (action == "show") options.add_options()("json", "print JSON");
     positional.add("id", 1);
     if (!parse_args(usage, options, positional, rest, vm)) return kExitOk;
-    const int64_t id = vm["id"].as<int64_t>();
+    const int64_t id = required_id(vm, "id", "", kDecisionIds);
     auto store = open_store(global, action != "show");
     const Decision d = require_decision(*store, id);
     if (action == "show") {

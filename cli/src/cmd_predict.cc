@@ -53,7 +53,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
       "acspeed-tune predict (--session ID | --latest) [--link RATE[,RATE...]] [--nnodes N[,N...]] "
       "[--nproc-per-node N] [--json]";
   po::options_description options("predict options");
-  options.add_options()("session", po::value<int64_t>(), "predict from this session id")(
+  options.add_options()("session", po::value<std::string>(), "predict from this session ID (`acspeed-tune sessions`)")(
       "latest", "predict from the most recent session")(
       "link", po::value<std::string>(),
       "link rates per node and direction, e.g. 500mbit,2gbit,10gbit (default: the calibration link)")(
@@ -64,9 +64,6 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
   if (!parse_args(usage, options, {}, args, vm)) return kExitOk;
   if (vm.count("session") == vm.count("latest")) {
     ACS_THROW(InvalidArgument, "give one of --session ID and --latest");
-  }
-  if (vm.count("session") && vm["session"].as<int64_t>() <= 0) {
-    ACS_THROW(InvalidArgument, "--session {}: a session id is a positive integer", vm["session"].as<int64_t>());
   }
   std::vector<std::optional<int64_t>> links = {std::nullopt};  // nullopt: the calibration link
   if (vm.count("link")) {

@@ -44,7 +44,7 @@ int cmd_report(const GlobalOptions& global, const std::vector<std::string>& args
   const std::string usage =
       "acspeed-tune report [--session ID | --latest] [--instance KEY] [--format md|json|csv|html] [-o FILE [--force]]";
   po::options_description options("report options");
-  options.add_options()("session", po::value<int64_t>(), "report this session id")(
+  options.add_options()("session", po::value<std::string>(), "report this session ID (`acspeed-tune sessions`)")(
       "latest", "report the most recent session (the default)")(
       "instance", po::value<std::string>(), "only sessions tuned on this instance type")(
       "format", po::value<std::string>()->default_value("md"), "md|json|csv|html")(
@@ -59,10 +59,7 @@ int cmd_report(const GlobalOptions& global, const std::vector<std::string>& args
   render.command_line = global.command_line;
   if (vm.count("session") && vm.count("latest")) {
     ACS_THROW(InvalidArgument, "--session {} and --latest name different sessions: give one of them",
-              vm["session"].as<int64_t>());
-  }
-  if (vm.count("session") && vm["session"].as<int64_t>() <= 0) {
-    ACS_THROW(InvalidArgument, "--session {}: a session id is a positive integer", vm["session"].as<int64_t>());
+              vm["session"].as<std::string>());
   }
   if (vm.count("instance") && vm["instance"].as<std::string>().empty()) {
     ACS_THROW(InvalidArgument, "--instance '': an instance type key is not empty");

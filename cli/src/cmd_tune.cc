@@ -139,7 +139,7 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.python_path = python_source_dir();
   request.dry_run = vm.count("dry-run") > 0;
   if (vm.count("resume")) {
-    o.resume = int_option(vm, "resume", 0, 1, std::numeric_limits<int>::max());
+    o.resume = id_option(vm, "resume", "--resume", kSessionIds);
     for (const auto& [name, value] : vm) {
       if (name != "resume" && name != "budget-minutes" && name != "dry-run") {
         ACS_THROW(InvalidArgument, "--resume takes the session's stored options; --{} cannot change them "
@@ -257,8 +257,11 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
     // The session's own options, re-parsed; only the budget may change.
     const auto store = open_store(global, !dry_run);
     const auto session = store->session(*options.resume);
-    if (!session) ACS_THROW(InvalidArgument, "--resume {}: no such session in {}", *options.resume, store->path());
-    if (session->status == "done") {
+    if (!session) {
+      ACS_THROW(InvalidArgument, "--resume {}: no such session in {}: {}", *options.resume, store->path(),
+                give_id(kSessionIds));
+    }
+    if (session->status == SessionStatus::kDone) {
       ACS_THROW(InvalidArgument, "--resume {}: that session is already done (its decision is stored)", *options.resume);
     }
     const auto stored = nlohmann::json::parse(session->options_json, nullptr, false);

@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <charconv>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@ const std::vector<Command>& commands() {
       {"tune", "run profiled DDP trials and store the best configuration (the default command)", cmd_tune},
       {"report", "export a tuning session as Markdown, JSON, CSV or HTML", cmd_report},
       {"configs", "list|show|delete|activate|export|import stored decisions", cmd_configs},
+      {"sessions", "the tuning sessions in the store: IDs for `report --session` and `--resume`", cmd_sessions},
       {"explain", "what `import acspeed` would apply here for a model, world size and node count, and why",
        cmd_explain},
       {"predict", "predicted step time and bound of a tuned session's configs on other link rates and node counts",
@@ -49,6 +51,28 @@ bool parse_args(const std::string& usage, const po::options_description& options
   }
   po::notify(vm);
   return true;
+}
+
+std::string give_id(const IdKind& kind) { return fmt::format("give a {} ID (see `{}`)", kind.noun, kind.listing); }
+
+std::optional<int64_t> id_option(const po::variables_map& vm, const std::string& name, const std::string& flag,
+                                 const IdKind& kind) {
+  if (!vm.count(name)) return std::nullopt;
+  const std::string& text = vm[name].as<std::string>();
+  int64_t id = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || id <= 0) {
+    ACS_THROW(InvalidArgument, "{}{}{}: not a {} ID (a positive integer); {}", flag, flag.empty() ? "" : " ", text,
+              kind.noun, give_id(kind));
+  }
+  return id;
+}
+
+int64_t required_id(const po::variables_map& vm, const std::string& name, const std::string& flag,
+                    const IdKind& kind) {
+  const auto id = id_option(vm, name, flag, kind);
+  if (!id) ACS_THROW(InvalidArgument, "{}", give_id(kind));
+  return *id;
 }
 
 std::string torch_version_of_python() {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -53,8 +54,8 @@ void Progress::trial_started(int done, int total, const std::string& what) {
 }
 
 void Progress::trial_finished(const tuner::TrialEvent& t) {
-  std::string line = fmt::format("trial {:>3} {:<9} {:<44}", t.ordinal, t.role, t.label);
-  if (t.status == "ok") {
+  std::string line = fmt::format("trial {:>3} {:<9} {:<44}", t.ordinal, to_string(t.role), t.label);
+  if (t.status == TrialStatus::kOk) {
     line += fmt::format(" p50 {}  {:.1f}/s per device", tuner::format_seconds(t.metrics.p50_s), t.metrics.samples_per_s);
     if (t.metrics.exposed_comm_s) line += fmt::format("  exposed comm {}", tuner::format_seconds(*t.metrics.exposed_comm_s));
     if (t.metrics.compression_s) line += fmt::format("  {} compute {}", own_compute_names(false), tuner::format_seconds(*t.metrics.compression_s));
@@ -63,7 +64,9 @@ void Progress::trial_finished(const tuner::TrialEvent& t) {
                           100 * *t.bound_s / t.metrics.p50_s);
     }
   } else {
-    line += fmt::format(" {}: {}", t.status == "timeout" ? "TIMEOUT" : "FAILED", t.error);
+    std::string status(to_string(t.status));  // in capitals, to stand out among the trial lines
+    std::transform(status.begin(), status.end(), status.begin(), [](unsigned char c) { return std::toupper(c); });
+    line += fmt::format(" {}: {}", status, t.error);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   best_ = t.best_config ? fmt::format("{} ({})", tuner::format_seconds(t.best_cost_s), t.best_config->describe()) : "";
@@ -81,14 +84,14 @@ void Progress::search_finished(const std::vector<tuner::SearchResult>& results) 
   Table table({"config", "p50 (s)", "p90 (s)", "samples/s per device", "exposed comm (s)", "bound (s)", "efficiency",
                "status"});
   for (const auto& r : results) {
-    const bool ok = r.status == "ok";
+    const bool ok = r.status == TrialStatus::kOk;
     const bool bounded = ok && r.bound_s && r.metrics.p50_s > 0;
     table.add({r.config.describe(), ok ? fmt::format("{:.4f}", r.metrics.p50_s) : "-",
                ok ? fmt::format("{:.4f}", r.metrics.p90_s) : "-",
                ok ? fmt::format("{:.1f}", r.metrics.samples_per_s) : "-",
                ok && r.metrics.exposed_comm_s ? fmt::format("{:.4f}", *r.metrics.exposed_comm_s) : "-",
                r.bound_s ? fmt::format("{:.4f}", *r.bound_s) : "-",
-               bounded ? fmt::format("{:.0f}%", 100 * *r.bound_s / r.metrics.p50_s) : "-", r.status});
+               bounded ? fmt::format("{:.0f}%", 100 * *r.bound_s / r.metrics.p50_s) : "-", std::string(to_string(r.status))});
   }
   std::lock_guard<std::mutex> lock(mutex_);
   print_locked("\nsearch results (step time = max over ranks per step; bound and efficiency = bound / p50 from the "

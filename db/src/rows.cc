@@ -23,6 +23,18 @@ void bind_field(sqlite::Statement& s, const std::string& column,
                 const StoredConfig<const CommConfig, const std::string>& value) {
   s.bind(column, config_to_json(value.config));
 }
+void bind_field(sqlite::Statement& s, const std::string& column, TrialRole value) {
+  s.bind(column, std::string(to_string(value)));
+}
+void bind_field(sqlite::Statement& s, const std::string& column, TrialStatus value) {
+  s.bind(column, std::string(to_string(value)));
+}
+void bind_field(sqlite::Statement& s, const std::string& column, SessionStatus value) {
+  s.bind(column, std::string(to_string(value)));
+}
+void bind_field(sqlite::Statement& s, const std::string& column, SessionKind value) {
+  s.bind(column, std::string(to_string(value)));
+}
 
 void read_field(const sqlite::Statement& s, const std::string& column, std::string& value) { value = s.text(column); }
 void read_field(const sqlite::Statement& s, const std::string& column, int64_t& value) { value = s.int64(column); }
@@ -43,6 +55,18 @@ void read_field(const sqlite::Statement& s, const std::string& column,
   } catch (const InvalidArgument& e) {
     value.error = e.what();
   }
+}
+void read_field(const sqlite::Statement& s, const std::string& column, TrialRole& value) {
+  value = parse_trial_role(s.text(column));
+}
+void read_field(const sqlite::Statement& s, const std::string& column, TrialStatus& value) {
+  value = parse_trial_status(s.text(column));
+}
+void read_field(const sqlite::Statement& s, const std::string& column, SessionStatus& value) {
+  value = parse_session_status(s.text(column));
+}
+void read_field(const sqlite::Statement& s, const std::string& column, SessionKind& value) {
+  value = parse_session_kind(s.text(column));
 }
 
 }  // namespace acspeed::rows

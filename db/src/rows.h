@@ -71,6 +71,7 @@ struct SessionRow {
     f("status", r.status, Insert::kBound);
     f("started_at", r.started_at, Insert::kNow);
     f("finished_at", r.finished_at, Insert::kSkipped);  // set by finish_session; NULL reads as ""
+    f("kind", r.kind, Insert::kBound);                  // schema 5
   }
 };
 
@@ -141,6 +142,10 @@ void bind_field(sqlite::Statement& s, const std::string& column, const std::opti
 void bind_field(sqlite::Statement& s, const std::string& column, const std::vector<double>& value);
 void bind_field(sqlite::Statement& s, const std::string& column,
                 const StoredConfig<const CommConfig, const std::string>& value);
+void bind_field(sqlite::Statement& s, const std::string& column, TrialRole value);
+void bind_field(sqlite::Statement& s, const std::string& column, TrialStatus value);
+void bind_field(sqlite::Statement& s, const std::string& column, SessionStatus value);
+void bind_field(sqlite::Statement& s, const std::string& column, SessionKind value);
 void read_field(const sqlite::Statement& s, const std::string& column, std::string& value);
 void read_field(const sqlite::Statement& s, const std::string& column, int64_t& value);
 void read_field(const sqlite::Statement& s, const std::string& column, bool& value);
@@ -149,6 +154,10 @@ void read_field(const sqlite::Statement& s, const std::string& column, std::opti
 void read_field(const sqlite::Statement& s, const std::string& column, std::vector<double>& value);
 void read_field(const sqlite::Statement& s, const std::string& column,
                 const StoredConfig<CommConfig, std::string>& value);
+void read_field(const sqlite::Statement& s, const std::string& column, TrialRole& value);
+void read_field(const sqlite::Statement& s, const std::string& column, TrialStatus& value);
+void read_field(const sqlite::Statement& s, const std::string& column, SessionStatus& value);
+void read_field(const sqlite::Statement& s, const std::string& column, SessionKind& value);
 
 // The row's columns as a SELECT list. `absent` maps a column an older schema lacks to the SQL value
 // it reads as (a training job reads an old store without migrating it).

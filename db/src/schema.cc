@@ -110,8 +110,30 @@ DROP INDEX decisions_one_active;
 CREATE UNIQUE INDEX decisions_one_active
   ON decisions(instance_type, model_signature, precision, world_size, nnodes, gpus_shared) WHERE active = 1;
 )sql"},
+      // Sessions tuned inside a training job (issue 36) are stored beside acspeed-tune's: every session
+      // stored before is offline.
+      {5, "sessions' kind: offline (acspeed-tune) or online (inside the training job)",
+       R"sql(
+ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'offline' CHECK (kind IN ('offline', 'online'));
+)sql"},
   };
   return list;
+}
+
+const std::vector<AddedColumn>& added_columns() {
+  static const std::vector<AddedColumn> list = {
+      {4, "decisions", "gpus_shared", "0"},    // tuned with a GPU per rank (or on CPUs)
+      {5, "sessions", "kind", "'offline'"},   // tuned by acspeed-tune
+  };
+  return list;
+}
+
+std::map<std::string, std::string> absent_columns(const std::string& table, int version) {
+  std::map<std::string, std::string> out;
+  for (const auto& added : added_columns()) {
+    if (added.table == table && version < added.version) out.emplace(added.column, added.before);
+  }
+  return out;
 }
 
 }  // namespace acspeed

@@ -139,17 +139,27 @@ struct Store::Impl {
     version = read_version();
   }
 
-  // The decisions' gpus_shared column (schema 4). A store of an older schema read without migrating
-  // (a training job's lookup never migrates) has none: all its decisions were tuned with a GPU per rank.
-  std::string gpus_shared_column() const { return version >= 4 ? "gpus_shared" : "0"; }
-  std::map<std::string, std::string> absent_decision_columns() const {
-    if (version >= 4) return {};
-    return {{"gpus_shared", gpus_shared_column()}};
+  // A store of an older schema read without migrating (a training job's lookup never migrates, the
+  // read-only commands neither) lacks the columns later migrations added: they read as schema.h says.
+  // "SELECT <every column of Row> FROM <its table> <rest>".
+  template <class Row>
+  std::string select(const std::string& rest) const {
+    return fmt::format("SELECT {} FROM {} {}", rows::select_list<Row>(absent_columns(Row::kTable, version)),
+                       Row::kTable, rest);
   }
-  // "SELECT <every decision column> FROM decisions <rest>".
-  std::string select_decisions(const std::string& rest) const {
-    return fmt::format("SELECT {} FROM decisions {}", rows::select_list<rows::DecisionRow>(absent_decision_columns()),
-                       rest);
+  // The decisions' gpus_shared column (schema 4), or what rows of an older store read as.
+  std::string gpus_shared_column() const {
+    const auto absent = absent_columns("decisions", version);
+    const auto it = absent.find("gpus_shared");
+    return it == absent.end() ? "gpus_shared" : it->second;
+  }
+
+  void read_session(const sqlite::Statement& stmt, SessionRecord& session) const {
+    try {
+      rows::read<rows::SessionRow>(stmt, session);
+    } catch (const InvalidArgument& e) {
+      ACS_THROW(StoreError, "session {} in store {} is unreadable: {}", stmt.int64("id"), path, e.what());
+    }
   }
 
   // Clears the active flag of the key's active decision (inside the caller's transaction).
@@ -267,8 +277,7 @@ void Store::record_instance_type(const Fingerprint& fp) {
 std::vector<InstanceTypeRecord> Store::instance_types() const {
   std::vector<InstanceTypeRecord> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM instance_types ORDER BY key",
-                                                    rows::select_list<rows::InstanceTypeRow>()).c_str());
+  sqlite::Statement stmt(impl_->conn(), impl_->select<rows::InstanceTypeRow>("ORDER BY key").c_str());
   while (stmt.step()) rows::read<rows::InstanceTypeRow>(stmt, out.emplace_back());
   return out;
 }
@@ -284,34 +293,32 @@ int64_t Store::create_session(const SessionRecord& s) {
   return id;
 }
 
-void Store::finish_session(int64_t session_id, const std::string& status) {
+void Store::finish_session(int64_t session_id, SessionStatus status) {
   impl_->require_writable("finish a tuning session");
   sqlite::WriteTransaction tx(impl_->conn());
   sqlite::Statement stmt(impl_->conn(),
                          fmt::format("UPDATE sessions SET status = :status, finished_at = {} WHERE id = :id",
                                      rows::kNow).c_str());
-  stmt.bind("status", status).bind("id", session_id).run();
+  stmt.bind("status", std::string(to_string(status))).bind("id", session_id).run();
   if (impl_->conn().changes() == 0) ACS_THROW(StoreError, "no tuning session {} in store {}", session_id, impl_->path);
   tx.commit();
 }
 
 std::optional<SessionRecord> Store::session(int64_t session_id) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM sessions WHERE id = :id",
-                                                    rows::select_list<rows::SessionRow>()).c_str());
+  sqlite::Statement stmt(impl_->conn(), impl_->select<rows::SessionRow>("WHERE id = :id").c_str());
   stmt.bind("id", session_id);
   if (!stmt.step()) return std::nullopt;
   SessionRecord session;
-  rows::read<rows::SessionRow>(stmt, session);
+  impl_->read_session(stmt, session);
   return session;
 }
 
 std::vector<SessionRecord> Store::sessions() const {
   std::vector<SessionRecord> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM sessions ORDER BY id",
-                                                    rows::select_list<rows::SessionRow>()).c_str());
-  while (stmt.step()) rows::read<rows::SessionRow>(stmt, out.emplace_back());
+  sqlite::Statement stmt(impl_->conn(), impl_->select<rows::SessionRow>("ORDER BY id").c_str());
+  while (stmt.step()) impl_->read_session(stmt, out.emplace_back());
   return out;
 }
 
@@ -329,9 +336,8 @@ int64_t Store::add_trial(const TrialRecord& t) {
 std::vector<TrialRecord> Store::trials(int64_t session_id) const {
   std::vector<TrialRecord> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM trials WHERE session_id = :session_id "
-                                                    "ORDER BY ordinal, id",
-                                                    rows::select_list<rows::TrialRow>()).c_str());
+  sqlite::Statement stmt(impl_->conn(),
+                         impl_->select<rows::TrialRow>("WHERE session_id = :session_id ORDER BY ordinal, id").c_str());
   stmt.bind("session_id", session_id);
   while (stmt.step()) {
     try {
@@ -362,7 +368,7 @@ int64_t Store::add_decision(const Decision& d, bool activate) {
 
 std::optional<Decision> Store::decision(int64_t id) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(), impl_->select_decisions("WHERE id = :id").c_str());
+  sqlite::Statement stmt(impl_->conn(), impl_->select<rows::DecisionRow>("WHERE id = :id").c_str());
   stmt.bind("id", id);
   if (!stmt.step()) return std::nullopt;
   Decision d;
@@ -373,7 +379,7 @@ std::optional<Decision> Store::decision(int64_t id) const {
 std::vector<Decision> Store::decisions(const DecisionFilter& filter) const {
   std::vector<Decision> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(), impl_->select_decisions(
+  sqlite::Statement stmt(impl_->conn(), impl_->select<rows::DecisionRow>(
       "WHERE (:instance_type = '' OR instance_type = :instance_type) "
       "AND (:model = '' OR model_name = :model OR model_signature = :model) AND (:active_only = 0 OR active = 1) "
       "ORDER BY instance_type, model_name, world_size, nnodes, precision, id").c_str());
@@ -386,7 +392,7 @@ std::vector<Decision> Store::decisions(const DecisionFilter& filter) const {
 
 std::optional<Decision> Store::active_decision(const DecisionKey& key, bool any_precision) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(), impl_->select_decisions(fmt::format(
+  sqlite::Statement stmt(impl_->conn(), impl_->select<rows::DecisionRow>(fmt::format(
       "WHERE active = 1 AND instance_type = :instance_type AND model_signature = :model_signature "
       "AND (:any_precision = 1 OR precision = :precision) AND world_size = :world_size AND nnodes = :nnodes "
       "AND {} = :gpus_shared ORDER BY id DESC LIMIT 1", impl_->gpus_shared_column())).c_str());
@@ -401,7 +407,7 @@ std::optional<Decision> Store::active_decision(const DecisionKey& key, bool any_
 void Store::activate(int64_t id) {
   impl_->require_writable("activate a decision");
   sqlite::WriteTransaction tx(impl_->conn());
-  sqlite::Statement find(impl_->conn(), impl_->select_decisions("WHERE id = :id").c_str());
+  sqlite::Statement find(impl_->conn(), impl_->select<rows::DecisionRow>("WHERE id = :id").c_str());
   find.bind("id", id);
   if (!find.step()) ACS_THROW(StoreError, "no decision {} in store {}", id, impl_->path);
   Decision d;

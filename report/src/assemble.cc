@@ -73,7 +73,7 @@ std::optional<double> samples_per_s(const SessionRecord& session, double step_s)
   return static_cast<double>(session.batch_size * session.world_size) / step_s;
 }
 
-bool usable(const TrialSummary& t) { return t.record.status == "ok" && t.stats.has_value(); }
+bool usable(const TrialSummary& t) { return t.record.status == TrialStatus::kOk && t.stats.has_value(); }
 
 std::optional<PooledTimes> pool(const Report& report, const std::string& label, const std::string& source,
                                 const std::vector<const TrialSummary*>& trials) {
@@ -101,12 +101,12 @@ std::vector<const TrialSummary*> select(const Report& report, const std::functio
 }
 
 std::optional<PooledTimes> find_baseline(const Report& report) {
-  auto trials = select(report, [](const TrialSummary& t) { return t.record.role == "baseline"; });
+  auto trials = select(report, [](const TrialSummary& t) { return t.record.role == TrialRole::kBaseline; });
   if (!trials.empty()) return pool(report, "DDP defaults", "baseline trials (alternated with the candidate)", trials);
   // The step model's own trials run without communication or through acspeed's hook: not DDP's defaults.
   trials = select(report, [](const TrialSummary& t) {
-    return t.config && t.config->is_default() && t.record.role != tuner::kRoleCompute &&
-           t.record.role != tuner::kRoleCalibration;
+    return t.config && t.config->is_default() && t.record.role != TrialRole::kCompute &&
+           t.record.role != TrialRole::kCalibration;
   });
   return pool(report, "DDP defaults", "trials with DDP's default settings", trials);
 }
@@ -116,11 +116,11 @@ std::optional<PooledTimes> find_baseline(const Report& report) {
 std::optional<CommConfig> best_config(const Report& report) {
   if (report.decision && !report.decision->config.is_default()) return report.decision->config;
   for (const auto& t : report.trials) {
-    if (t.record.role == "candidate" && t.config) return t.config;
+    if (t.record.role == TrialRole::kCandidate && t.config) return t.config;
   }
   const TrialSummary* fastest = nullptr;
   for (const auto& t : report.trials) {
-    if (!usable(t) || !t.config || t.config->is_default() || t.record.role == "baseline") continue;
+    if (!usable(t) || !t.config || t.config->is_default() || t.record.role == TrialRole::kBaseline) continue;
     if (!fastest || t.stats->p50 < fastest->stats->p50) fastest = &t;
   }
   return fastest ? fastest->config : std::nullopt;
@@ -130,11 +130,11 @@ std::optional<PooledTimes> find_best(const Report& report) {
   const auto config = best_config(report);
   if (!config) return std::nullopt;
   auto same = [&config](const TrialSummary& t) { return t.config && *t.config == *config; };
-  auto trials = select(report, [&](const TrialSummary& t) { return t.record.role == "candidate" && same(t); });
+  auto trials = select(report, [&](const TrialSummary& t) { return t.record.role == TrialRole::kCandidate && same(t); });
   if (!trials.empty()) return pool(report, config->describe(), "candidate trials (alternated with the baseline)", trials);
   trials = select(report, [&](const TrialSummary& t) {
-    return t.record.role != "baseline" && t.record.role != tuner::kRoleCompute &&
-           t.record.role != tuner::kRoleCalibration && same(t);
+    return t.record.role != TrialRole::kBaseline && t.record.role != TrialRole::kCompute &&
+           t.record.role != TrialRole::kCalibration && same(t);
   });
   return pool(report, config->describe(), "search trials with this config", trials);
 }
@@ -144,7 +144,7 @@ std::optional<PooledTimes> find_best(const Report& report) {
 std::vector<RepeatPair> find_pairs(const Report& report) {
   std::map<int64_t, const TrialSummary*> candidates, baselines;
   for (const auto& t : report.trials) {
-    auto* side = t.record.role == "candidate" ? &candidates : t.record.role == "baseline" ? &baselines : nullptr;
+    auto* side = t.record.role == TrialRole::kCandidate ? &candidates : t.record.role == TrialRole::kBaseline ? &baselines : nullptr;
     if (!side) continue;
     const int64_t index = t.metrics.pair ? *t.metrics.pair : static_cast<int64_t>(side->size());
     side->emplace(index, &t);
@@ -226,15 +226,15 @@ Report build_report(const Store& store, int64_t session_id) {
   std::sort(report.probes.begin(), report.probes.end());
   report.baseline = find_baseline(report);
   for (auto& t : report.trials) {
-    t.is_baseline = t.config && t.config->is_default() && t.record.role != tuner::kRoleCompute &&
-                    t.record.role != tuner::kRoleCalibration;
+    t.is_baseline = t.config && t.config->is_default() && t.record.role != TrialRole::kCompute &&
+                    t.record.role != TrialRole::kCalibration;
     if (report.baseline && !t.is_baseline && t.stats && t.stats->p50 > 0) {
       t.speedup_vs_baseline = report.baseline->stats.p50 / t.stats->p50;
     }
   }
   report.model = tuner::session_model(store, report.session);
   for (auto& t : report.trials) {
-    if (!t.config || t.record.role == tuner::kRoleCompute) continue;
+    if (!t.config || t.record.role == TrialRole::kCompute) continue;
     const tuner::Prediction p = tuner::predict(report.model, *t.config);
     if (!p.ok) {
       if (report.model_note.empty()) report.model_note = p.why_not;

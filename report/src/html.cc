@@ -66,7 +66,7 @@ std::string throughput_chart(const Report& r) {
   };
   std::vector<const TrialSummary*> trials;
   for (const auto& t : r.trials) {
-    if (t.record.role == "search" && t.record.status == "ok" && t.config && t.samples_per_s) trials.push_back(&t);
+    if (t.record.role == TrialRole::kSearch && t.record.status == TrialStatus::kOk && t.config && t.samples_per_s) trials.push_back(&t);
   }
   if (trials.empty()) return note("No search trial with a measured throughput to plot.");
   std::map<std::string, std::vector<Point>> series;
@@ -202,7 +202,7 @@ std::string breakdown_chart(const Report& r) {
   std::vector<const TrialSummary*> trials;
   bool any_breakdown = false;
   for (const auto& t : r.trials) {
-    if (t.record.status != "ok" || !t.stats) continue;
+    if (t.record.status != TrialStatus::kOk || !t.stats) continue;
     trials.push_back(&t);
     any_breakdown = any_breakdown || t.metrics.compute_s || t.metrics.exposed_comm_s;
   }
@@ -232,7 +232,7 @@ std::string breakdown_chart(const Report& r) {
   for (size_t i = 0; i < trials.size(); ++i) {
     const auto& t = *trials[i];
     const double top = kTop + kRowH * static_cast<double>(i);
-    std::string label = fmt::format("#{} {}: {}", t.record.ordinal, t.record.role, t.config_text);
+    std::string label = fmt::format("#{} {}: {}", t.record.ordinal, to_string(t.record.role), t.config_text);
     if (label.size() > 52) label = label.substr(0, 49) + "...";
     svg.text(kLabelW, top + 16, label, {"end", 11});
     const double step_ms = t.stats->p50 * 1e3;
@@ -260,7 +260,7 @@ std::string bound_chart(const Report& r) {
   };
   std::vector<Row> rows;
   for (const auto& t : r.trials) {
-    if (t.record.status != "ok" || !t.stats || !t.bound_s || t.record.role == tuner::kRoleCalibration) continue;
+    if (t.record.status != TrialStatus::kOk || !t.stats || !t.bound_s || t.record.role == TrialRole::kCalibration) continue;
     auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& row) { return row.label == t.config_text; });
     if (it == rows.end()) {
       rows.push_back({t.config_text, {}, *t.bound_s * 1e3});
@@ -390,9 +390,11 @@ std::string trials_table(const Report& r) {
     for (const auto* column : columns) {
       const std::string cell = human_cell(*column, r, t);
       switch (column->kind) {
-        case ColumnKind::kStatus:
-          out += fmt::format("<td><span class=\"status {}\">{}</span></td>", cell == "ok" ? "ok" : "bad", e(cell));
+        case ColumnKind::kStatus: {
+          const bool ok = cell == to_string(TrialStatus::kOk);
+          out += fmt::format("<td><span class=\"status {}\">{}</span></td>", ok ? "ok" : "bad", e(cell));
           break;
+        }
         case ColumnKind::kConfig: out += fmt::format("<td class=\"cfg\">{}</td>", e(cell)); break;
         default: out += fmt::format("<td{}>{}</td>", column->numeric() ? " class=\"num\"" : "", e(cell));
       }
@@ -408,7 +410,9 @@ std::string trials_table(const Report& r) {
 }
 
 std::string decision_section(const Report& r) {
-  if (!r.decision) return note(fmt::format("No decision stored for this session (session status: {}).", r.session.status));
+  if (!r.decision) {
+    return note(fmt::format("No decision stored for this session (session status: {}).", to_string(r.session.status)));
+  }
   const auto& d = *r.decision;
   std::string out = fmt::format("<p class=\"verdict\">Decision {} ({}) for {} on {}: <strong>{}</strong></p>\n<ul>\n",
                                 d.id, d.active ? "active" : "not active", e(r.session.model_name),
@@ -468,7 +472,7 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += fmt::format("<p class=\"sub\">{} on {}: {} device(s) on {} node(s), batch {} per device, {}; session {}, "
                      "started {} (UTC)</p>\n",
                      e(s.model_name), e(s.instance_type), s.world_size, s.nnodes, s.batch_size, e(s.precision),
-                     e(s.status), e(s.started_at));
+                     e(to_string(s.status)), e(s.started_at));
 
   // What was decided and why, in words, first; then the plots; then the trials and the settings.
   out += "<h2>Decision</h2>\n";
@@ -503,7 +507,7 @@ std::string render_html(const Report& r, const RenderOptions& options) {
                         {"World size", fmt::format("{} device(s) on {} node(s)", s.world_size, s.nnodes)},
                         {"Batch per device", std::to_string(s.batch_size)},
                         {"Strategy", fmt::format("{} (seed {})", s.strategy, s.seed)},
-                        {"Status", s.status},
+                        {"Status", std::string(to_string(s.status))},
                         {"Started (UTC)", s.started_at},
                         {"Finished (UTC)", s.finished_at.empty() ? "-" : s.finished_at}});
   out += "</div><div>\n<h3>Versions</h3>\n";

@@ -49,7 +49,7 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
   out += fmt::format("| World size | {} device(s) on {} node(s) |\n", s.world_size, s.nnodes);
   out += fmt::format("| Batch per device | {} |\n", s.batch_size);
   out += fmt::format("| Strategy | {} (seed {}) |\n", md(s.strategy), s.seed);
-  out += fmt::format("| Status | {} |\n", md(s.status));
+  out += fmt::format("| Status | {} |\n", md(to_string(s.status)));
   out += fmt::format("| Started (UTC) | {} |\n", md(s.started_at));
   out += fmt::format("| Finished (UTC) | {} |\n\n", s.finished_at.empty() ? "-" : md(s.finished_at));
 
@@ -87,7 +87,7 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
 
   out += "## Decision\n\n";
   if (!r.decision) {
-    out += fmt::format("No decision stored for this session (session status: {}).\n", md(s.status));
+    out += fmt::format("No decision stored for this session (session status: {}).\n", md(to_string(s.status)));
     return out;
   }
   const auto& d = *r.decision;

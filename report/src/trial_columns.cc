@@ -32,8 +32,8 @@ const std::vector<TrialColumn>& trial_columns() {
       {"session_id", "Session", K::kCount, kInCsv, [](R r, T) -> CellValue { return count(r.session.id); }},
       {"trial_id", "Trial id", K::kCount, kInCsv, [](R, T t) -> CellValue { return count(t.record.id); }},
       {"ordinal", "#", K::kCount, kInAll, [](R, T t) -> CellValue { return count(t.record.ordinal); }},
-      {"role", "Role", K::kText, kInAll, [](R, T t) -> CellValue { return t.record.role; }},
-      {"status", "Status", K::kStatus, kInAll, [](R, T t) -> CellValue { return t.record.status; }},
+      {"role", "Role", K::kText, kInAll, [](R, T t) -> CellValue { return std::string(to_string(t.record.role)); }},
+      {"status", "Status", K::kStatus, kInAll, [](R, T t) -> CellValue { return std::string(to_string(t.record.status)); }},
       {"config", "Config", K::kConfig, kInAll, [](R, T t) -> CellValue { return t.config_text; }},
       {"bucket_cap_mb", "Bucket", K::kMib, kInCsv,
        [](R, T t) -> CellValue { return t.config ? t.config->bucket_cap_mb : std::nullopt; }},
@@ -156,7 +156,8 @@ std::string human_cell(const TrialColumn& column, const Report& r, const TrialSu
     }
     case ColumnKind::kRate: return format_rate(number_of(value));
     case ColumnKind::kRatio: return format_ratio(number_of(value));
-    case ColumnKind::kSpeedup: return t.is_baseline ? "baseline" : format_ratio(number_of(value));
+    case ColumnKind::kSpeedup:  // DDP's defaults are the baseline itself: no speedup over themselves
+      return t.is_baseline ? std::string(to_string(TrialRole::kBaseline)) : format_ratio(number_of(value));
     case ColumnKind::kFraction: return format_percent(number_of(value));
     case ColumnKind::kLoss: return format_loss(t);
     case ColumnKind::kText:

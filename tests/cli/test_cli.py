@@ -127,6 +127,61 @@ def test_bad_input_is_one_line_naming_the_value(tune, tmp_path):
     assert out.returncode == 2 and "'loud'" in out.stderr
 
 
+def make_store_with_sessions(tune, tmp_path, *sessions):
+    """A store acspeed-tune made (by importing a decision), holding `sessions` as the tuner stores them:
+    (model, status, instance type, finished_at or None) each."""
+    doc = tmp_path / "decisions.json"
+    doc.write_text(json.dumps(decision_doc()))
+    assert tune("configs", "import", str(doc)).returncode == 0
+    with sqlite3.connect(tune.db) as db:
+        for model, status, instance, finished in sessions:
+            db.execute("INSERT INTO sessions(instance_type, model_name, model_signature, precision, world_size, nnodes, "
+                       "batch_size, strategy, seed, search_space_json, options_json, versions_json, status, started_at, "
+                       "finished_at) VALUES (?, ?, 'p2-1', 'fp32', 2, 1, 8, 'grid', 1, '{}', '{}', '{}', ?, "
+                       "'2026-12-06T01:00:00.000Z', ?)", (instance, model, status, finished))
+
+
+def test_sessions_lists_the_ids_report_and_resume_take(tune, tmp_path):
+    empty = tune("sessions")
+    assert empty.returncode == 0 and "no tuning sessions in" in empty.stdout and "does not exist yet" in empty.stdout
+    assert not tune.db.exists()  # reading never creates a store
+    make_store_with_sessions(tune, tmp_path, ("resnet18", "done", "cpu-2xTest", "2026-12-06T01:05:00.000Z"),
+                             ("vit_b_16", "interrupted", "8xH100", None))
+    out = tune("sessions")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["ID", "KIND", "STATUS", "MODEL", "PRECISION", "WORLD", "NODES", "INSTANCE", "TYPE",
+                                "STARTED", "(UTC)", "FINISHED", "(UTC)"]
+    assert lines[1].split() == ["1", "offline", "done", "resnet18", "fp32", "2", "1", "cpu-2xTest",
+                                "2026-12-06T01:00:00.000Z", "2026-12-06T01:05:00.000Z"]
+    assert lines[2].split()[:4] == ["2", "offline", "interrupted", "vit_b_16"] and lines[2].split()[-1] == "-"
+    assert "acspeed-tune report --session ID" in out.stdout and "acspeed-tune --resume ID" in out.stdout
+    listed = json.loads(tune("sessions", "--json", "--instance", "8xH100").stdout)
+    assert listed["format"] == "acspeed-sessions" and listed["version"] == 1
+    assert [(s["id"], s["kind"], s["status"], s["model_name"], s["finished_at"]) for s in listed["sessions"]] == \
+        [(2, "offline", "interrupted", "vit_b_16", None)]
+    assert "sessions" in tune("--help").stdout
+
+
+def test_a_missing_or_bad_id_says_which_id_to_give_and_where_to_list_them(tune, tmp_path):
+    give_decision = "give a decision ID (see `acspeed-tune configs list`)"
+    for args in (["configs", "show"], ["configs", "delete"], ["configs", "activate"], ["configs", "show", "abc"],
+                 ["configs", "delete", "0"], ["configs", "show", "99"]):
+        out = tune(*args)
+        assert out.returncode == 2 and give_decision in out.stderr and "--id" not in out.stderr, (args, out.stderr)
+    assert "abc: not a decision ID (a positive integer)" in tune("configs", "show", "abc").stderr
+    give_session = "give a session ID (see `acspeed-tune sessions`)"
+    for args in (["report", "--session", "abc"], ["predict", "--session", "0"], ["--resume", "1x"]):
+        out = tune(*args)
+        assert out.returncode == 2 and give_session in out.stderr, (args, out.stderr)
+    assert "--resume 1x: not a session ID" in tune("--resume", "1x").stderr
+    make_store_with_sessions(tune, tmp_path, ("resnet18", "interrupted", "cpu-2xTest", None))
+    unknown = tune("report", "--session", "7")
+    assert unknown.returncode == 1 and "no tuning session 7" in unknown.stderr and give_session in unknown.stderr
+    unknown = tune("--resume", "7")
+    assert unknown.returncode == 2 and "--resume 7: no such session" in unknown.stderr and give_session in unknown.stderr
+
+
 def test_corrupt_store_is_refused_and_unchanged(tune, tmp_path):
     doc = tmp_path / "in.json"
     doc.write_text(json.dumps(decision_doc()))

@@ -110,7 +110,7 @@ void write_like_a_tuner(Store& store, int i) {
   Decision d = numbered_decision(i);
   d.session_id = id;
   store.add_decision(d);
-  store.finish_session(id, "done");
+  store.finish_session(id, SessionStatus::kDone);
 }
 
 // 64 processes each run the lookup `import acspeed` runs (resolve_config: open the store read-only,

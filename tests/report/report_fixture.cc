@@ -42,7 +42,7 @@ std::vector<double> steps(const Cost& cost, std::mt19937& rng) {
   return out;
 }
 
-TrialRecord trial(int64_t session, int64_t& ordinal, const std::string& role, const CommConfig& config) {
+TrialRecord trial(int64_t session, int64_t& ordinal, TrialRole role, const CommConfig& config) {
   TrialRecord t;
   t.session_id = session;
   t.ordinal = ordinal++;
@@ -78,7 +78,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
   int64_t ordinal = 0;
 
   // As the tuner writes a trial: raw step times, and metrics_json per tuner/src/trial_metrics.h.
-  auto add_measured = [&](const std::string& role, const CommConfig& config, bool metrics,
+  auto add_measured = [&](TrialRole role, const CommConfig& config, bool metrics,
                           std::optional<int> pair = std::nullopt) {
     TrialRecord t = trial(id, ordinal, role, config);
     const Cost cost = cost_of(config);
@@ -97,7 +97,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
     return t.step_times_s;
   };
 
-  add_measured("search", CommConfig{}, options.with_metrics);
+  add_measured(TrialRole::kSearch, CommConfig{}, options.with_metrics);
   for (const auto algorithm : {Algorithm::kAllreduce, Algorithm::kReduceScatter}) {
     for (const int streams : {1, 2}) {
       for (const double bucket : {1.0, 5.0, 25.0, 100.0}) {
@@ -105,15 +105,15 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
         c.bucket_cap_mb = bucket;
         c.algorithm = algorithm;
         c.streams = streams;
-        add_measured("search", c, options.with_metrics);
+        add_measured(TrialRole::kSearch, c, options.with_metrics);
       }
     }
   }
   CommConfig broken;
   broken.bucket_cap_mb = 200;
   broken.streams = 4;
-  TrialRecord failed = trial(id, ordinal, "search", broken);
-  failed.status = "failed";
+  TrialRecord failed = trial(id, ordinal, TrialRole::kSearch, broken);
+  failed.status = TrialStatus::kFailed;
   failed.error = options.error_text;
   store.add_trial(failed);
 
@@ -128,11 +128,11 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
     for (int repeat = 0; repeat < 3; ++repeat) {
       std::vector<double> c, b;
       if (repeat % 2 == 0) {
-        c = add_measured("candidate", best, options.with_metrics, repeat);
-        b = add_measured("baseline", CommConfig{}, options.with_metrics, repeat);
+        c = add_measured(TrialRole::kCandidate, best, options.with_metrics, repeat);
+        b = add_measured(TrialRole::kBaseline, CommConfig{}, options.with_metrics, repeat);
       } else {
-        b = add_measured("baseline", CommConfig{}, options.with_metrics, repeat);
-        c = add_measured("candidate", best, options.with_metrics, repeat);
+        b = add_measured(TrialRole::kBaseline, CommConfig{}, options.with_metrics, repeat);
+        c = add_measured(TrialRole::kCandidate, best, options.with_metrics, repeat);
       }
       speedups.push_back(tuner::median(b) / tuner::median(c));
       pairs.push_back({{"order", repeat % 2 == 0 ? "candidate-first" : "baseline-first"},
@@ -160,7 +160,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
     d.note = "accepted: the 95% interval excludes 1";
     store.add_decision(d);
   }
-  store.finish_session(id, "done");
+  store.finish_session(id, SessionStatus::kDone);
   return id;
 }
 

@@ -151,13 +151,13 @@ TEST(Report, ComputesBaselineSpeedupsPairsAndTheWinnerFromRawStepTimes) {
   EXPECT_EQ(r.baseline->source, "baseline trials (alternated with the candidate)");
   std::vector<double> pooled;
   for (const auto& t : trials) {
-    if (t.role == "baseline") pooled.insert(pooled.end(), t.step_times_s.begin(), t.step_times_s.end());
+    if (t.role == TrialRole::kBaseline) pooled.insert(pooled.end(), t.step_times_s.begin(), t.step_times_s.end());
   }
   EXPECT_EQ(r.baseline->times_s, pooled);
   EXPECT_DOUBLE_EQ(r.baseline->stats.p50, tuner::percentile(pooled, 50));
 
   for (const auto& t : r.trials) {
-    if (t.record.status != "ok") {
+    if (t.record.status != TrialStatus::kOk) {
       EXPECT_FALSE(t.stats);
       EXPECT_FALSE(t.speedup_vs_baseline);
       EXPECT_FALSE(t.samples_per_s);
@@ -203,7 +203,7 @@ int64_t add_model_session(Store& store) {
   s.nnodes = 2;
   s.batch_size = 16;
   const int64_t id = store.create_session(s);
-  auto add = [&](const std::string& role, const CommConfig& c, double step, const std::string& metrics) {
+  auto add = [&](TrialRole role, const CommConfig& c, double step, const std::string& metrics) {
     TrialRecord t;
     t.session_id = id;
     t.role = role;
@@ -215,11 +215,11 @@ int64_t add_model_session(Store& store) {
   CommConfig fp16;
   fp16.bucket_cap_mb = 5;
   fp16.compression = Compression::kFp16;
-  add("compute", {}, 0.1, R"({"p50_s": 0.1, "forward_s": 0.03, "optimizer_s": 0.01, "finite": true})");
-  add("calibration", {}, 0.47,
+  add(TrialRole::kCompute, {}, 0.1, R"({"p50_s": 0.1, "forward_s": 0.03, "optimizer_s": 0.01, "finite": true})");
+  add(TrialRole::kCalibration, {}, 0.47,
       R"({"p50_s": 0.47, "bucket_count": 3, "bucket_bytes": 46800000, "comm_s": 0.3804, "finite": true})");
-  add("search", {}, 0.46, R"({"p50_s": 0.46, "finite": true})");
-  add("search", fp16, 0.32,
+  add(TrialRole::kSearch, {}, 0.46, R"({"p50_s": 0.46, "finite": true})");
+  add(TrialRole::kSearch, fp16, 0.32,
       R"({"p50_s": 0.32, "bucket_count": 10, "bucket_bytes": 46800000, "comm_s": 0.2072, "finite": true})");
   return id;
 }
@@ -291,7 +291,7 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   psgd.compression = Compression::kPowerSgd;
   psgd.powersgd_rank = 1;
   compressed.config_json = config_to_json(psgd);
-  compressed.status = "failed";
+  compressed.status = TrialStatus::kFailed;
   compressed.error = "convergence guard: loss over the last steps 0.39 vs 0.0406 uncompressed";
   compressed.step_times_s = {0.15, 0.15};
   compressed.metrics_json = R"({"losses": [7.08, 2.0, 0.39], "trajectory": [7.08, 2.0, 0.39], "loss": 0.39,
@@ -430,11 +430,11 @@ TEST_F(ReportFormats, JsonIsVersionedAndMatchesTheStore) {
   for (size_t i = 0; i < trials.size(); ++i) {
     const auto& jt = j["trials"][i];
     EXPECT_EQ(jt["id"], trials[i].id);
-    EXPECT_EQ(jt["role"], trials[i].role);
-    EXPECT_EQ(jt["status"], trials[i].status);
+    EXPECT_EQ(jt["role"], std::string(to_string(trials[i].role)));
+    EXPECT_EQ(jt["status"], std::string(to_string(trials[i].status)));
     EXPECT_EQ(jt["step_times_s"].get<std::vector<double>>(), trials[i].step_times_s);
     EXPECT_EQ(jt["config"].get<CommConfig>(), config_from_json(trials[i].config_json));
-    if (trials[i].status == "ok") {
+    if (trials[i].status == TrialStatus::kOk) {
       EXPECT_DOUBLE_EQ(jt["step_time_s"]["p50"].get<double>(), tuner::percentile(trials[i].step_times_s, 50));
       EXPECT_EQ(jt["metrics"], json::parse(trials[i].metrics_json));
       EXPECT_DOUBLE_EQ(jt["samples_per_s"].get<double>(), 32.0 * 2 / jt["step_time_s"]["p50"].get<double>());
@@ -477,7 +477,7 @@ TEST_F(ReportFormats, CsvHasOneRowPerTrialUnitsInTheHeaderAndRoundTripsErrors) {
     EXPECT_EQ(row[col("trial_id")], std::to_string(trials[i].id));
     EXPECT_EQ(row[col("error")], trials[i].error);
     EXPECT_EQ(row[col("config_json")], trials[i].config_json);
-    if (trials[i].status == "ok") {
+    if (trials[i].status == TrialStatus::kOk) {
       EXPECT_NEAR(std::stod(row[col("step_p50_s")]), tuner::percentile(trials[i].step_times_s, 50), 1e-9);
     } else {
       EXPECT_EQ(row[col("step_p50_s")], "");
@@ -492,7 +492,7 @@ TEST_F(ReportFormats, MarkdownHasEveryTrialTheDecisionAndEscapedUserText) {
   EXPECT_NE(md.find("ecs.\\<b\\>gn7\\</b\\>\\|x"), std::string::npos);
   // One line per trial in the trials table, beginning with its number and role.
   for (const auto& t : report_.trials) {
-    EXPECT_EQ(count(md, fmt::format("\n| {} | {} |", t.record.ordinal, t.record.role)), 1u) << t.record.ordinal;
+    EXPECT_EQ(count(md, fmt::format("\n| {} | {} |", t.record.ordinal, to_string(t.record.role))), 1u) << t.record.ordinal;
   }
   EXPECT_NE(md.find("worker 1 exited: signal 9 (\"killed\"), see log, line 2 second line"), std::string::npos);
   EXPECT_NE(md.find("- Speedup over DDP defaults: 1.210x, 95% confidence interval \\[1.150, 1.270\\] over 3 alternated "
@@ -517,8 +517,8 @@ TEST_F(ReportFormats, HtmlIsSelfContainedWithThreePlotsAndEscapesUserStrings) {
   // One point per successful search trial in the throughput plot, one bar trio per successful trial.
   size_t ok_search = 0, ok = 0;
   for (const auto& t : report_.trials) {
-    ok += t.record.status == "ok";
-    ok_search += t.record.status == "ok" && t.record.role == "search";
+    ok += t.record.status == TrialStatus::kOk;
+    ok_search += t.record.status == TrialStatus::kOk && t.record.role == TrialRole::kSearch;
   }
   EXPECT_EQ(count(html, "samples/s per device, p50"), ok_search);
   EXPECT_EQ(count(html, "fill=\"#D55E00\"><title>trial "), ok) << "an exposed-communication bar per trial";

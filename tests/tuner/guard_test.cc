@@ -41,7 +41,7 @@ Measured ran(int64_t ordinal, const CommConfig& config, const GuardPlan& plan, d
   Measured m;
   m.ordinal = ordinal;
   m.config = config;
-  m.status = "ok";
+  m.status = TrialStatus::kOk;
   m.step_s = m.ranking_cost = p50;
   m.metrics.p50_s = p50;
   m.metrics.finite = true;
@@ -121,7 +121,7 @@ TEST_F(GuardTest, TheReferenceIsTheSearchStartWhenUncompressedElseDdpDefaults) {
   EXPECT_EQ(run->label, "DDP defaults (the convergence guard's uncompressed reference)");
 
   Measured failed;
-  failed.status = "failed";
+  failed.status = TrialStatus::kFailed;
   failed.error = "boom";
   EXPECT_THROW(guard_.reference_measured(failed), Error);
 }
@@ -133,7 +133,7 @@ TEST_F(GuardTest, NoReferenceRunWhenNothingCompressedIsSearchedOrAResumedOneHasT
   EXPECT_FALSE(idle.reference_to_run({}, space_));
 
   Measured stored;  // an uncompressed search result a resumed session stored with its trajectory
-  stored.status = "ok";
+  stored.status = TrialStatus::kOk;
   stored.step_s = stored.ranking_cost = 0.4;
   stored.metrics.trajectory = curve(1);
   EXPECT_FALSE(guard_.reference_to_run({stored}, space_));
@@ -167,7 +167,7 @@ TEST_F(GuardTest, TheWindowAndTrajectoryAreMeasuredOncePerNumericsAndCarriedByTh
   EXPECT_EQ(second.metrics.fidelity_trial, 1);
   EXPECT_EQ(second.metrics.trajectory_trial, 1);
   EXPECT_EQ(second.metrics.trajectory, first.metrics.trajectory);
-  EXPECT_EQ(second.status, "ok");
+  EXPECT_EQ(second.status, TrialStatus::kOk);
   // another PowerSGD rank is another numerics; so is hierarchical
   EXPECT_EQ(guard_.before(compressed(Compression::kPowerSgd, 25, 4), TrialMode::kDdp, true).fidelity_steps,
             kFidelitySteps);
@@ -181,7 +181,7 @@ TEST_F(GuardTest, TheWindowAndTrajectoryAreMeasuredOncePerNumericsAndCarriedByTh
 TEST_F(GuardTest, ARejectedNumericsIsNotRunAgainInTheSearchButStillInADecisionPair) {
   give_reference();
   const Measured bad = search(1, compressed(Compression::kPowerSgd), 0.1, 1, /*faithful=*/false);
-  EXPECT_EQ(bad.status, "failed");
+  EXPECT_EQ(bad.status, TrialStatus::kFailed);
   EXPECT_EQ(bad.ranking_cost, kFailedCost);
   EXPECT_DOUBLE_EQ(bad.step_s, 0.1);  // its step was measured; the guard failed it
   EXPECT_NE(bad.error.find("convergence guard: gradient fidelity"), std::string::npos) << bad.error;
@@ -191,7 +191,7 @@ TEST_F(GuardTest, ARejectedNumericsIsNotRunAgainInTheSearchButStillInADecisionPa
   const GuardPlan plan = guard_.before(compressed(Compression::kPowerSgd, 5), TrialMode::kDdp, true);
   EXPECT_TRUE(plan.skip);
   const Measured skipped = search(2, compressed(Compression::kPowerSgd, 5), 0.1);
-  EXPECT_EQ(skipped.status, "failed");
+  EXPECT_EQ(skipped.status, TrialStatus::kFailed);
   EXPECT_EQ(skipped.step_s, kFailedCost);
   EXPECT_EQ(skipped.metrics.fidelity_trial, 1);
   EXPECT_EQ(skipped.metrics.guard["passed"], false);
@@ -213,7 +213,7 @@ TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflati
   EXPECT_EQ(fp16.metrics.guard["trajectory_steps"], kSteps);
   // one that needs 2.7x the steps ends above the reference's loss: rejected by the loss check
   const Measured slow = search(2, compressed(Compression::kPowerSgd), 0.1, 2.7);
-  EXPECT_EQ(slow.status, "failed");
+  EXPECT_EQ(slow.status, TrialStatus::kFailed);
   EXPECT_EQ(slow.ranking_cost, kFailedCost);
   EXPECT_NE(slow.error.find("trajectory loss over the last steps"), std::string::npos) << slow.error;
 }
@@ -221,7 +221,7 @@ TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflati
 TEST_F(GuardTest, TheCandidatesBarAndTheNoteOnAFasterStepRankedLower) {
   give_reference();
   Measured defaults;
-  defaults.status = "ok";
+  defaults.status = TrialStatus::kOk;
   defaults.step_s = defaults.ranking_cost = defaults.metrics.p50_s = 0.4;
   Measured buckets = defaults;
   buckets.config.bucket_cap_mb = 5;

@@ -41,12 +41,12 @@ Fixture load(const std::filesystem::path& path) {
   for (const auto& c : space.at("compression")) f.space.compression.push_back(parse_compression(c.get<std::string>()));
   f.setup = {session.at("world_size").get<int>(), session.at("nnodes").get<int>()};
   for (const auto& t : report.at("trials")) {
-    if (t.at("status") != "ok") continue;
-    ModelTrial trial{t.at("role").get<std::string>(), t.at("config").get<CommConfig>(),
+    if (parse_trial_status(t.at("status").get<std::string>()) != TrialStatus::kOk) continue;
+    ModelTrial trial{parse_trial_role(t.at("role").get<std::string>()), t.at("config").get<CommConfig>(),
                      t.at("metrics").get<TrialMetrics>()};
-    if (trial.role == kRoleCompute || trial.role == kRoleCalibration) {
+    if (trial.role == TrialRole::kCompute || trial.role == TrialRole::kCalibration) {
       f.calibration.push_back(trial);
-    } else if (trial.role == "search" && trial.metrics.candidate_index) {
+    } else if (trial.role == TrialRole::kSearch && trial.metrics.candidate_index) {
       f.grid[static_cast<size_t>(*trial.metrics.candidate_index)] = trial;
     }
   }

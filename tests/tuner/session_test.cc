@@ -110,7 +110,7 @@ TEST_F(SessionTest, FasterCandidateIsConfirmedInPairsAndStoredWithItsEvidence) {
   EXPECT_NE(d.evidence_json.find("\"pairs\""), std::string::npos);
   EXPECT_FALSE(d.key.gpus_shared);  // no --share-gpus: keyed and labelled as ever
   EXPECT_EQ(d.evidence_json.find("gpus_shared"), std::string::npos);
-  EXPECT_EQ(store_->session(result.session_id)->status, "done");
+  EXPECT_EQ(store_->session(result.session_id)->status, SessionStatus::kDone);
   EXPECT_EQ(store_->trials(result.session_id).size(), recorder.trials.size());
 }
 
@@ -156,7 +156,7 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
     }
     if (config.compression == Compression::kPowerSgd) {
       rejected = true;
-      EXPECT_EQ(t.status, "failed");
+      EXPECT_EQ(t.status, TrialStatus::kFailed);
       EXPECT_NE(t.error.find(fmt::format("convergence guard: gradient fidelity over {} check steps", kFidelitySteps)),
                 std::string::npos) << t.error;
       EXPECT_NE(t.error.find("cosine 0.3000"), std::string::npos) << t.error;
@@ -173,8 +173,8 @@ TEST_F(SessionTest, TheConvergenceGuardRejectsAHarmfulCompressorWithItsReasonAnd
         EXPECT_DOUBLE_EQ(metrics.compression_s.value_or(0), 0.004);
       }
     }
-    if (config.compression == Compression::kFp16 && t.role == "search") {
-      EXPECT_EQ(t.status, "ok");
+    if (config.compression == Compression::kFp16 && t.role == TrialRole::kSearch) {
+      EXPECT_EQ(t.status, TrialStatus::kOk);
       EXPECT_EQ(metrics.guard["passed"], true) << t.metrics_json;
     }
   }
@@ -216,7 +216,7 @@ TEST_F(SessionTest, ACompressedConfigThatNeedsMoreStepsIsRankedOnItsEffectiveSpe
     ASSERT_TRUE(metrics.inflation) << t.metrics_json;
     EXPECT_EQ(metrics.inflation->kind, InflationKind::kMeasured);
     EXPECT_NEAR(metrics.inflation->estimate, 2.4, 0.2);
-    EXPECT_EQ(t.status, "ok") << t.error;  // the guard passes it: its loss ends where the uncompressed one does
+    EXPECT_EQ(t.status, TrialStatus::kOk) << t.error;  // the guard passes it: its loss ends where the uncompressed one does
     EXPECT_EQ(metrics.trajectory.size(), static_cast<size_t>(options_.trajectory_steps));
     EXPECT_NE(metrics.guard["data"].get<std::string>().find("synthetic"), std::string::npos) << t.metrics_json;
   }
@@ -295,7 +295,7 @@ TEST_F(SessionTest, ResumeReusesStoredTrialsButMeasuresAgainOneThatDoesNotSayItW
   for (const auto& note : recorder.notes) said = said || note.find("measured again") != std::string::npos;
   EXPECT_TRUE(said);
   ASSERT_FALSE(recorder.trials.empty());
-  EXPECT_EQ(recorder.trials.front().role, "search");
+  EXPECT_EQ(recorder.trials.front().role, TrialRole::kSearch);
   EXPECT_EQ(recorder.trials.front().label, "DDP defaults");  // measured again; two streams reused
   EXPECT_EQ(recorder.trials.front().ordinal, 2);
   EXPECT_EQ(recorder.trials.size(), 1u + 2u * static_cast<size_t>(options_.repeats));
@@ -308,7 +308,7 @@ TEST_F(SessionTest, ResumeReusesFinishedDecisionPairsAndRunsOnlyTheRest) {
   CommConfig two_streams;
   two_streams.streams = 2;
   int64_t ordinal = 0;
-  auto add = [&](const std::string& role, const CommConfig& config, double step, const std::string& pair) {
+  auto add = [&](TrialRole role, const CommConfig& config, double step, const std::string& pair) {
     TrialRecord t;
     t.session_id = id;
     t.ordinal = ordinal++;
@@ -319,11 +319,11 @@ TEST_F(SessionTest, ResumeReusesFinishedDecisionPairsAndRunsOnlyTheRest) {
                      pair + "}";
     store_->add_trial(t);
   };
-  add("search", CommConfig{}, 0.2, "");
-  add("search", two_streams, 0.1, "");
-  add("candidate", two_streams, 0.1, R"(, "pair": 0)");  // pair 1: both runs stored
-  add("baseline", CommConfig{}, 0.2, R"(, "pair": 0)");
-  add("baseline", CommConfig{}, 0.2, R"(, "pair": 1)");  // pair 2: killed before its candidate ran
+  add(TrialRole::kSearch, CommConfig{}, 0.2, "");
+  add(TrialRole::kSearch, two_streams, 0.1, "");
+  add(TrialRole::kCandidate, two_streams, 0.1, R"(, "pair": 0)");  // pair 1: both runs stored
+  add(TrialRole::kBaseline, CommConfig{}, 0.2, R"(, "pair": 0)");
+  add(TrialRole::kBaseline, CommConfig{}, 0.2, R"(, "pair": 1)");  // pair 2: killed before its candidate ran
   options_.resume = id;
   Recorder recorder;
   const SessionResult result = run_session(options_, *store_, recorder);
@@ -341,7 +341,7 @@ TEST_F(SessionTest, ResumeReusesFinishedDecisionPairsAndRunsOnlyTheRest) {
   EXPECT_EQ(decisions[0].config, two_streams);
 
   // Killed after the decision was stored, before the session was closed: resuming keeps that decision.
-  store_->finish_session(id, "running");
+  store_->finish_session(id, SessionStatus::kRunning);
   Recorder again;
   ASSERT_EQ(run_session(options_, *store_, again).status, SessionResult::Status::kDone);
   EXPECT_TRUE(again.trials.empty());
@@ -373,10 +373,10 @@ TEST_F(SessionTest, ANodeThatLeftEndsTheSessionWithTheReasonStoredInItsTrial) {
   EXPECT_NE(result.error.find("; the session ends here"), std::string::npos) << result.error;
   const auto stored = store_->trials(result.session_id);
   ASSERT_EQ(stored.size(), 2u);  // no trial after it
-  EXPECT_EQ(stored[0].status, "ok");
-  EXPECT_EQ(stored[1].status, "failed");
+  EXPECT_EQ(stored[0].status, TrialStatus::kOk);
+  EXPECT_EQ(stored[1].status, TrialStatus::kFailed);
   EXPECT_EQ(stored[1].error.rfind("node 1 (127.0.0.1) left the session: ", 0), 0u) << stored[1].error;
-  EXPECT_EQ(store_->session(result.session_id)->status, "failed");
+  EXPECT_EQ(store_->session(result.session_id)->status, SessionStatus::kFailed);
   EXPECT_FALSE(result.kept_logs.empty());
   std::filesystem::remove_all(result.kept_logs);
 }
@@ -417,11 +417,11 @@ TEST_F(SessionTest, TwoNodesCalibrateTheStepModelAndEveryTrialCarriesItsBound) {
   const SessionResult result = run_session(options_, *store_, recorder);
   ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
   ASSERT_GE(recorder.trials.size(), 3u);
-  EXPECT_EQ(recorder.trials[0].role, "compute");
-  EXPECT_EQ(recorder.trials[1].role, "calibration");
+  EXPECT_EQ(recorder.trials[0].role, TrialRole::kCompute);
+  EXPECT_EQ(recorder.trials[1].role, TrialRole::kCalibration);
   const auto stored = store_->trials(result.session_id);
-  EXPECT_EQ(stored[0].role, "compute");
-  EXPECT_EQ(stored[1].role, "calibration");
+  EXPECT_EQ(stored[0].role, TrialRole::kCompute);
+  EXPECT_EQ(stored[1].role, TrialRole::kCalibration);
   for (size_t i = 1; i < recorder.trials.size(); ++i) {
     const auto& t = recorder.trials[i];
     ASSERT_TRUE(t.bound_s) << "trial " << i << " " << t.label;

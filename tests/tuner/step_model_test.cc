@@ -45,10 +45,10 @@ std::vector<ModelTrial> session_trials() {
   const double defaults_comm = 3 * kLatency + kPayload / kBandwidth;
   const double fp16_comm = 10 * kLatency + kPayload / 2.0 / kBandwidth;
   return {
-      {kRoleCompute, CommConfig{}, compute},
-      {kRoleCalibration, CommConfig{}, hooked(0.5, 3, kPayload)},  // its step time is not the defaults'
-      {"search", CommConfig{}, plain(0.085 + defaults_comm)},
-      {"search", fp16_bucket(5), hooked(0.130 + fp16_comm, 10, kPayload / 2.0)},
+      {TrialRole::kCompute, CommConfig{}, compute},
+      {TrialRole::kCalibration, CommConfig{}, hooked(0.5, 3, kPayload)},  // its step time is not the defaults'
+      {TrialRole::kSearch, CommConfig{}, plain(0.085 + defaults_comm)},
+      {TrialRole::kSearch, fp16_bucket(5), hooked(0.130 + fp16_comm, 10, kPayload / 2.0)},
   };
 }
 
@@ -194,7 +194,7 @@ TEST(StepModel, SaysWhatIsMissingInsteadOfPredicting) {
   trials.erase(trials.begin());  // no compute-only trial
   EXPECT_EQ(predict(calibrate(trials, {2, 2}), CommConfig{}).why_not, "no compute-only trial in this session");
   // An old session: step times only.
-  const std::vector<ModelTrial> old = {{kRoleCompute, CommConfig{}, plain(kCompute)}, {"search", CommConfig{}, plain(0.45)}};
+  const std::vector<ModelTrial> old = {{TrialRole::kCompute, CommConfig{}, plain(kCompute)}, {TrialRole::kSearch, CommConfig{}, plain(0.45)}};
   const Prediction p = predict(calibrate(old, {2, 2}), CommConfig{});
   EXPECT_FALSE(p.ok);
   EXPECT_NE(p.why_not.find("per-bucket bytes"), std::string::npos) << p.why_not;
@@ -220,7 +220,7 @@ std::vector<ModelTrial> powersgd_session() {
   TrialMetrics m = hooked(0.095 + kPowerSgdCompute + 9 * kLatency + kFactorBytes / kBandwidth, 3, kFactorBytes);
   m.comm_s = *m.comm_s + 0.020;
   m.compression_s = kPowerSgdCompute;
-  trials.push_back({"search", powersgd(4), m});
+  trials.push_back({TrialRole::kSearch, powersgd(4), m});
   return trials;
 }
 

@@ -16,14 +16,14 @@ CalibrationPlan calibration_plan(const WorkerHello& hello, const std::vector<Mod
     plan.skipped = "step model: the workers have no probe: no bound or prediction";
     return plan;
   }
-  auto missing = [&](const char* role) {
+  auto missing = [&](TrialRole role) {
     return std::none_of(have.begin(), have.end(), [&](const ModelTrial& t) { return t.role == role; });
   };
-  if (missing(kRoleCompute)) {
-    plan.trials.push_back({kRoleCompute, TrialMode::kComputeOnly, "compute only (communication off)"});
+  if (missing(TrialRole::kCompute)) {
+    plan.trials.push_back({TrialRole::kCompute, TrialMode::kComputeOnly, "compute only (communication off)"});
   }
-  if (missing(kRoleCalibration)) {
-    plan.trials.push_back({kRoleCalibration, TrialMode::kHooked, "DDP defaults through acspeed's hook"});
+  if (missing(TrialRole::kCalibration)) {
+    plan.trials.push_back({TrialRole::kCalibration, TrialMode::kHooked, "DDP defaults through acspeed's hook"});
   }
   return plan;
 }

@@ -12,7 +12,7 @@
 namespace acspeed::tuner {
 
 struct CalibrationTrial {
-  const char* role;  // kRoleCompute|kRoleCalibration
+  TrialRole role;  // compute or calibration
   TrialMode mode;
   const char* label;
 };

@@ -27,8 +27,8 @@ nlohmann::json decision_evidence(const TuneOptions& o, const Measured& best, con
 }
 
 std::string pair_failure(int pair, const Measured& c, const Measured& b) {
-  if (c.status != "ok") return fmt::format("the candidate failed in pair {}: {}", pair, c.error);
-  if (b.status != "ok") return fmt::format("the DDP-defaults baseline failed in pair {}: {}", pair, b.error);
+  if (c.status != TrialStatus::kOk) return fmt::format("the candidate failed in pair {}: {}", pair, c.error);
+  if (b.status != TrialStatus::kOk) return fmt::format("the DDP-defaults baseline failed in pair {}: {}", pair, b.error);
   return "";
 }
 
@@ -49,7 +49,7 @@ std::string add_bound_evidence(nlohmann::json& evidence, const StepModel& model,
   if (!p.ok) return "";
   evidence["model"] = {{"bound_s", p.bound_s}, {"predicted_s", p.step_s}};
   // Its step, not its search cost (a compressed config's cost counts its step inflation).
-  if (measured != nullptr && measured->status == "ok" && measured->metrics.p50_s > 0) {
+  if (measured != nullptr && measured->status == TrialStatus::kOk && measured->metrics.p50_s > 0) {
     const double step = measured->metrics.p50_s;
     evidence["model"]["efficiency"] = p.bound_s / step;
     return fmt::format("; step {} against a bound of {} (efficiency {:.0f}%)", format_seconds(step),

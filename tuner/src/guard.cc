@@ -184,7 +184,7 @@ void ConvergenceGuard::after(const GuardPlan& plan, bool ran, Measured& m) {
     if (plan.skip) {
       m.metrics.guard = w.metrics.guard;
       m.metrics.inflation = w.metrics.inflation;
-      m.status = "failed";
+      m.status = TrialStatus::kFailed;
       m.step_s = m.ranking_cost = kFailedCost;
       m.error = fmt::format("convergence guard: {} (the verdict on trial {}'s window and trajectory, the same "
                             "numerics; not run)",
@@ -325,7 +325,7 @@ void ConvergenceGuard::judge(Measured& m) {
   if (!undecided.empty()) m.metrics.guard["undecided"] = undecided;
   if (!verdict.passed) {
     m.ranking_cost = kFailedCost;
-    m.status = "failed";
+    m.status = TrialStatus::kFailed;
     m.error = "convergence guard: " + verdict.reason;
     note_(fmt::format("  {} rejected by the convergence guard: {}", m.config.describe(), verdict.reason));
   } else if (!undecided.empty()) {
@@ -392,7 +392,7 @@ const Measured* ConvergenceGuard::fallback(const std::vector<CommConfig>& reject
 std::string ConvergenceGuard::fastest_step_note(const Measured& best, const std::vector<Measured>& search) const {
   const Measured* fastest = nullptr;
   for (const auto& m : search) {
-    if (m.status == "ok" && (fastest == nullptr || m.metrics.p50_s < fastest->metrics.p50_s)) fastest = &m;
+    if (m.status == TrialStatus::kOk && (fastest == nullptr || m.metrics.p50_s < fastest->metrics.p50_s)) fastest = &m;
   }
   if (fastest == nullptr || !changes_numerics(fastest->config) || fastest->config == best.config ||
       !fastest->metrics.inflation) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "acspeed/config.h"
+#include "acspeed/roles_and_statuses.h"
 #include "acspeed/tuner/strategy.h"
 #include "acspeed/tuner/trial_metrics.h"
 
@@ -15,7 +16,7 @@ namespace acspeed::tuner {
 struct Measured {
   int64_t ordinal = -1;  // the trial's ordinal in its session
   CommConfig config;
-  std::string status;  // ok|failed|timeout
+  TrialStatus status = TrialStatus::kFailed;
   std::string error;
   // The median step time (s) of a trial that completed with finite losses; kFailedCost otherwise.
   double step_s = kFailedCost;
@@ -30,7 +31,7 @@ struct Measured {
 // One run of a decision pair (role candidate|baseline) stored by an interrupted session.
 struct PairTrial {
   int pair = 0;
-  std::string role;
+  TrialRole role;
   Measured run;
 };
 

@@ -4,6 +4,7 @@
 
 #include "acspeed/error.h"
 #include "acspeed/json_io.h"
+#include "acspeed/roles_and_statuses.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -134,7 +135,7 @@ void from_json(const json& j, TrialRequest& r) {
 }
 
 void to_json(json& j, const TrialReply& r) {
-  j = {{"id", r.id}, {"status", r.ok ? "ok" : "failed"}};
+  j = {{"id", r.id}, {"status", to_string(r.ok ? TrialStatus::kOk : TrialStatus::kFailed)}};
   if (!r.ok) {
     j["error"] = r.error;
     return;
@@ -148,9 +149,11 @@ void to_json(json& j, const TrialReply& r) {
 
 void from_json(const json& j, TrialReply& r) {
   r.id = json_io::required<int64_t>(j, "id");
-  const auto status = json_io::required<std::string>(j, "status");
-  if (status != "ok" && status != "failed") ACS_THROW(InvalidArgument, "status '{}' is not ok or failed", status);
-  r.ok = status == "ok";
+  const auto text = json_io::required<std::string>(j, "status");
+  const TrialStatus status = parse_trial_status(text);
+  // A worker's trial ends or fails; only the tuner times one out.
+  if (status == TrialStatus::kTimeout) ACS_THROW(InvalidArgument, "a worker's result status is ok or failed, not '{}'", text);
+  r.ok = status == TrialStatus::kOk;
   if (!r.ok) {
     r.error = json_io::required<std::string>(j, "error");
     return;

@@ -11,7 +11,7 @@ namespace acspeed::tuner {
 namespace {
 
 double step_of(const TrialRecord& t) {
-  if (t.status != "ok" || t.step_times_s.empty()) return kFailedCost;
+  if (t.status != TrialStatus::kOk || t.step_times_s.empty()) return kFailedCost;
   return median(t.step_times_s);
 }
 
@@ -32,8 +32,8 @@ ResumedSession resume_session(const Store& store, int64_t id, const WorkerHello&
   resumed.model_trials = model_trials(stored);
   for (const auto& t : stored) {
     resumed.next_ordinal = std::max(resumed.next_ordinal, t.ordinal + 1);
-    const bool pair_trial = t.role == "candidate" || t.role == "baseline";
-    if (t.role != "search" && !pair_trial) continue;
+    const bool pair_trial = t.role == TrialRole::kCandidate || t.role == TrialRole::kBaseline;
+    if (t.role != TrialRole::kSearch && !pair_trial) continue;
     Measured m;
     m.ordinal = t.ordinal;
     try {
@@ -44,13 +44,13 @@ ResumedSession resume_session(const Store& store, int64_t id, const WorkerHello&
                        e.what()));
       continue;
     }
-    if (t.status == "ok" && !m.metrics.finite) {
+    if (t.status == TrialStatus::kOk && !m.metrics.finite) {
       note(fmt::format("  stored trial {} does not say whether its losses stayed finite: measured again", t.ordinal));
       continue;
     }
     m.status = t.status;
     m.error = t.error;
-    m.step_s = t.status == "ok" && !*m.metrics.finite ? kFailedCost : step_of(t);
+    m.step_s = t.status == TrialStatus::kOk && !*m.metrics.finite ? kFailedCost : step_of(t);
     m.ranking_cost = m.step_s;  // a compressed config's is the guard's, once it has judged it again (guard.h)
     m.step_times_s = t.step_times_s;
     if (pair_trial) {
@@ -72,8 +72,8 @@ bool stored_pair(const std::vector<PairTrial>& stored, int index, const CommConf
   const Measured* found[2] = {nullptr, nullptr};
   for (const auto& t : stored) {
     if (t.pair != index) continue;
-    if (t.role == "candidate" && t.run.config == candidate) found[0] = &t.run;
-    if (t.role == "baseline" && t.run.config.is_default()) found[1] = &t.run;
+    if (t.role == TrialRole::kCandidate && t.run.config == candidate) found[0] = &t.run;
+    if (t.role == TrialRole::kBaseline && t.run.config.is_default()) found[1] = &t.run;
   }
   if (found[0] == nullptr || found[1] == nullptr) return false;
   runs[0] = *found[0];

@@ -38,11 +38,11 @@ class Session {
 
  private:
   void open_session();
-  Measured run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
+  Measured run_trial(const CommConfig& config, TrialRole role, std::optional<int> pair,
                      std::optional<size_t> candidate_index, const std::string& label,
                      TrialMode mode = TrialMode::kDdp);
   void calibrate_model();
-  void remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics);
+  void remember(TrialRole role, const CommConfig& config, const TrialMetrics& metrics);
   std::optional<double> bound_of(const CommConfig& config) const;
   bool budget_allows(int trials_ahead, double extra_s = 0) const;
   const Measured* find(const CommConfig& config) const;
@@ -79,7 +79,7 @@ class Session {
   ConvergenceGuard guard_;
 };
 
-void Session::remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics) {
+void Session::remember(TrialRole role, const CommConfig& config, const TrialMetrics& metrics) {
   model_trials_.push_back({role, config, metrics});
   model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
 }
@@ -138,7 +138,7 @@ bool Session::budget_allows(int trials_ahead, double extra_s) const {
   return elapsed + median(trial_walls_) * trials_ahead + extra_s <= o_.budget_minutes * 60.0;
 }
 
-Measured Session::run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
+Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optional<int> pair,
                             std::optional<size_t> candidate_index, const std::string& label, TrialMode mode) {
   TrialRecord record;
   record.session_id = session_id_;
@@ -148,7 +148,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   record.started_at = utc_now();
   observer_.trial_started(trials_run_, planned_, label);
 
-  const GuardPlan plan = guard_.before(config, mode, role == "search");
+  const GuardPlan plan = guard_.before(config, mode, role == TrialRole::kSearch);
   TrialRequest request{record.ordinal, config, o_.warmup, o_.steps, mode, plan.fidelity_steps, plan.trajectory_steps};
   Measured m;
   m.ordinal = record.ordinal;
@@ -158,7 +158,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
     node_lost = outcome.node_lost;
     trial_walls_.push_back(outcome.wall_s);
-    m.status = std::string(to_string(outcome.status));
+    m.status = outcome.status;
     m.error = outcome.error;
     ran = outcome.status == TrialStatus::kOk;
     if (ran) {
@@ -168,7 +168,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
       if (mode == TrialMode::kComputeOnly && !hello_.gradients.empty()) m.metrics.gradients = hello_.gradients;
       m.step_s = m.metrics.p50_s;
       if (m.metrics.finite != true) {
-        m.status = "failed";
+        m.status = TrialStatus::kFailed;
         m.error = "a loss became NaN/Inf during the trial";
         m.step_s = kFailedCost;
       }
@@ -184,11 +184,11 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   record.error = m.error;
   record.metrics_json = metrics_to_json(m.metrics);
   store_.add_trial(record);  // written as it happens: a killed tuner loses no completed trial
-  if (m.status != "ok") any_failed_ = true;
+  if (m.status != TrialStatus::kOk) any_failed_ = true;
 
-  if (m.status == "ok") remember(role, config, m.metrics);
+  if (m.status == TrialStatus::kOk) remember(role, config, m.metrics);
   TrialEvent event{record.ordinal, role, label, m.status, m.error, m.metrics};
-  if (m.status == "ok" && mode != TrialMode::kComputeOnly) {
+  if (m.status == TrialStatus::kOk && mode != TrialMode::kComputeOnly) {
     const Prediction p = predict(model_, config);
     if (p.ok) {
       event.bound_s = p.bound_s;
@@ -196,7 +196,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
     }
   }
   const Measured* fastest = best();
-  if (role == "search" && m.ranking_cost < kFailedCost && (fastest == nullptr || m.ranking_cost < fastest->ranking_cost)) {
+  if (role == TrialRole::kSearch && m.ranking_cost < kFailedCost && (fastest == nullptr || m.ranking_cost < fastest->ranking_cost)) {
     fastest = &m;
   }
   if (fastest != nullptr) {
@@ -213,7 +213,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
 // resumed trials judged against it.
 void Session::start_guard() {
   if (const auto reference = guard_.reference_to_run(measured_, o_.space)) {
-    Measured m = run_trial(reference->config, reference->search ? "search" : "baseline", std::nullopt,
+    Measured m = run_trial(reference->config, reference->search ? TrialRole::kSearch : TrialRole::kBaseline, std::nullopt,
                            reference->candidate_index, reference->label);
     guard_.reference_measured(m);
     if (reference->search) measured_.push_back(std::move(m));
@@ -229,7 +229,7 @@ void Session::extend_guard() {
       guard_.decline(fmt::format("the time budget of {:g} min", o_.budget_minutes));
       continue;
     }
-    run_trial(run->config, run->search ? "search" : "baseline", std::nullopt, std::nullopt, run->label);
+    run_trial(run->config, run->search ? TrialRole::kSearch : TrialRole::kBaseline, std::nullopt, std::nullopt, run->label);
   }
 }
 
@@ -242,7 +242,7 @@ bool Session::measure(const Point& point) {
                                trials_run_));
     return false;
   }
-  measured_.push_back(run_trial(config, "search", std::nullopt, o_.space.ordinal_of(point), config.describe()));
+  measured_.push_back(run_trial(config, TrialRole::kSearch, std::nullopt, o_.space.ordinal_of(point), config.describe()));
   extend_guard();
   return true;
 }
@@ -306,7 +306,7 @@ std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int first_i
     for (int k = 0; k < 2 && !stored; ++k) {
       const bool is_candidate = (k == 0) == candidate_first;
       runs[is_candidate ? 0 : 1] =
-          run_trial(is_candidate ? candidate : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
+          run_trial(is_candidate ? candidate : baseline, is_candidate ? TrialRole::kCandidate : TrialRole::kBaseline, i, std::nullopt,
                     fmt::format("pair {} {}", n + 1, is_candidate ? candidate.describe() : "DDP defaults"));
     }
     if (stopped_because = pair_failure(n + 1, runs[0], runs[1]); !stopped_because.empty()) break;
@@ -390,7 +390,7 @@ SessionResult Session::run() {
   work_dir_ = make_work_dir();
   strategy_name_ = resolve_strategy_name(o_.strategy, o_.space);
   workers_ = std::make_unique<WorkerGroup>(make_launch(o_, work_dir_));
-  std::string outcome = "failed";
+  SessionStatus outcome = SessionStatus::kFailed;
   try {
     observer_.note("starting the trial workers...");
     hello_ = workers_->start();
@@ -408,10 +408,10 @@ SessionResult Session::run() {
     }
     hint_compression();
     decide();
-    outcome = "done";
+    outcome = SessionStatus::kDone;
     result.status = SessionResult::Status::kDone;
   } catch (const process::Interrupted& e) {
-    outcome = "interrupted";
+    outcome = SessionStatus::kInterrupted;
     result.status = SessionResult::Status::kInterrupted;
     result.signal = e.signo();
   } catch (const InvalidArgument& e) {

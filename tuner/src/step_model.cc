@@ -151,7 +151,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
   model.setup = setup;
   std::vector<double> compute, serial;
   for (const auto& t : trials) {
-    if (t.role != kRoleCompute || t.metrics.p50_s <= 0) continue;
+    if (t.role != TrialRole::kCompute || t.metrics.p50_s <= 0) continue;
     compute.push_back(t.metrics.p50_s);
     if (t.metrics.forward_s && t.metrics.optimizer_s) serial.push_back(*t.metrics.forward_s + *t.metrics.optimizer_s);
   }
@@ -160,7 +160,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
 
   for (const auto& t : trials) {
     if (t.metrics.bucket_bytes) model.payload_bytes = std::max(model.payload_bytes.value_or(0), *t.metrics.bucket_bytes);
-    if (t.role == kRoleCompute && t.metrics.gradients) model.gradients = t.metrics.gradients;
+    if (t.role == TrialRole::kCompute && t.metrics.gradients) model.gradients = t.metrics.gradients;
   }
   // Link samples: every trial that ran acspeed's hook under the probe, except those of a compression
   // with compute of its own (PowerSGD's lies inside its communication spans).
@@ -168,7 +168,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
   std::vector<LinkSample> all;
   for (const auto& t : trials) {
     const auto& m = t.metrics;
-    if (t.role == kRoleCompute || info(t.config.compression).own_compute || !m.comm_s || !m.bucket_count ||
+    if (t.role == TrialRole::kCompute || info(t.config.compression).own_compute || !m.comm_s || !m.bucket_count ||
         !m.bucket_bytes || *m.bucket_count <= 0) {
       continue;
     }
@@ -185,7 +185,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
 
   // Measured configs, in the order first measured.
   for (const auto& t : trials) {
-    if (t.role == kRoleCompute) continue;
+    if (t.role == TrialRole::kCompute) continue;
     auto it = std::find_if(model.measured.begin(), model.measured.end(),
                            [&](const MeasuredConfig& m) { return m.config == t.config; });
     if (it == model.measured.end()) {
@@ -197,7 +197,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
   for (auto& mc : model.measured) {
     std::vector<double> steps, compression, floors;
     for (const auto& t : trials) {
-      if (t.role != kRoleCompute && t.role != kRoleCalibration && t.config == mc.config && t.metrics.p50_s > 0) {
+      if (t.role != TrialRole::kCompute && t.role != TrialRole::kCalibration && t.config == mc.config && t.metrics.p50_s > 0) {
         steps.push_back(t.metrics.p50_s);
         if (t.metrics.compression_s) compression.push_back(*t.metrics.compression_s);
         if (t.metrics.cpu_floor_s) floors.push_back(*t.metrics.cpu_floor_s);
@@ -224,7 +224,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
 std::vector<ModelTrial> model_trials(const std::vector<TrialRecord>& records) {
   std::vector<ModelTrial> out;
   for (const auto& r : records) {
-    if (r.status != "ok") continue;
+    if (r.status != TrialStatus::kOk) continue;
     try {
       out.push_back({r.role, config_from_json(r.config_json), metrics_from_json(r.metrics_json)});
     } catch (const InvalidArgument&) {

@@ -95,18 +95,6 @@ int kill_launcher(pid_t pid) {
 
 }  // namespace
 
-std::string_view to_string(TrialStatus status) {
-  switch (status) {
-    case TrialStatus::kOk:
-      return "ok";
-    case TrialStatus::kFailed:
-      return "failed";
-    case TrialStatus::kTimeout:
-      return "timeout";
-  }
-  return "failed";
-}
-
 process::Environment worker_environment(const WorkerLaunch& l) {
   process::Environment env = {{"NNODES", std::to_string(l.nnodes)}};
   if (l.share_gpus) env.emplace_back("ACSPEED_SHARE_GPUS", "1");

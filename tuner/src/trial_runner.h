@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "acspeed/process/spawn.h"
+#include "acspeed/roles_and_statuses.h"
 #include "line_reader.h"
 #include "protocol.h"
 #include "rank_failure.h"
@@ -53,9 +54,6 @@ struct WorkerLaunch {
 // with is the launch's, not a stale NNODES the tuner itself inherited, and ACSPEED_SHARE_GPUS=1 when
 // the ranks share GPUs.
 process::Environment worker_environment(const WorkerLaunch& launch);
-
-enum class TrialStatus { kOk, kFailed, kTimeout };
-std::string_view to_string(TrialStatus status);
 
 struct TrialOutcome {
   TrialStatus status = TrialStatus::kFailed;

@@ -18,10 +18,11 @@
 
 #include "acspeed/config.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/roles_and_statuses.h"
 
 namespace acspeed {
 
-inline constexpr int kStoreSchemaVersion = 4;
+inline constexpr int kStoreSchemaVersion = 5;
 
 // $ACSPEED_DB, else $XDG_DATA_HOME/acspeed/acspeed.db, else ~/.local/share/acspeed/acspeed.db.
 std::string default_store_path();
@@ -83,7 +84,8 @@ struct SessionRecord {
   std::string search_space_json = "{}";
   std::string options_json = "{}";   // the command line and settings the session ran with
   std::string versions_json = "{}";  // torch / NCCL / CUDA / acspeed versions, fingerprint details
-  std::string status = "running";    // running|done|failed|interrupted
+  SessionStatus status = SessionStatus::kRunning;
+  SessionKind kind = SessionKind::kOffline;  // schema 5; a session stored before is offline
   std::string started_at;
   std::string finished_at;
 };
@@ -92,11 +94,9 @@ struct TrialRecord {
   int64_t id = 0;
   int64_t session_id = 0;
   int64_t ordinal = 0;               // order within the session
-  // search|baseline|candidate (candidate/baseline: decision pairs)|compute|calibration (the step
-  // model's compute-only step and DDP's defaults through acspeed's hook: tuner/step_model.h)
-  std::string role = "search";
+  TrialRole role = TrialRole::kSearch;
   std::string config_json;           // CommConfig JSON
-  std::string status = "ok";         // ok|failed|timeout
+  TrialStatus status = TrialStatus::kOk;
   std::string error;                 // error text for failed/timeout
   std::vector<double> step_times_s;  // raw per-step times (max over ranks), seconds
   std::string metrics_json = "{}";   // probe breakdown, loss, etc.
@@ -138,7 +138,7 @@ class Store {
   std::vector<InstanceTypeRecord> instance_types() const;
 
   int64_t create_session(const SessionRecord& session);
-  void finish_session(int64_t session_id, const std::string& status);
+  void finish_session(int64_t session_id, SessionStatus status);
   std::optional<SessionRecord> session(int64_t session_id) const;
   std::vector<SessionRecord> sessions() const;
 

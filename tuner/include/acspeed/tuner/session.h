@@ -15,6 +15,7 @@
 
 #include "acspeed/config.h"
 #include "acspeed/precision.h"
+#include "acspeed/roles_and_statuses.h"
 #include "acspeed/store.h"
 #include "acspeed/tuner/search_space.h"
 #include "acspeed/tuner/step_model.h"
@@ -72,9 +73,9 @@ TuneOptions tune_options_for(bool gpu);
 // One finished trial, as the observer sees it.
 struct TrialEvent {
   int64_t ordinal = 0;
-  std::string role;    // search|candidate|baseline
+  TrialRole role = TrialRole::kSearch;
   std::string label;   // what it ran: the config, or "pair 2 DDP defaults"
-  std::string status;  // ok|failed|timeout
+  TrialStatus status = TrialStatus::kOk;
   std::string error;
   TrialMetrics metrics;  // status ok: what it measured
   // The step model's bound for this config (step_model.h) and its predicted step, once the session
@@ -89,7 +90,7 @@ struct TrialEvent {
 // One search result, for the summary after the search.
 struct SearchResult {
   CommConfig config;
-  std::string status;  // ok|failed|timeout
+  TrialStatus status;
   double cost_s;       // median step time x the upper end of its inflation; infinite when failed, rejected
                        // or of an infinite or unmeasurable inflation
   TrialMetrics metrics;

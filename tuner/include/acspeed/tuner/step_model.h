@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "acspeed/config.h"
+#include "acspeed/roles_and_statuses.h"
 #include "acspeed/store.h"
 #include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/link_fit.h"
@@ -71,12 +72,8 @@ namespace acspeed::tuner {
 // relative_error) makes a prediction unreliable: Prediction::reliable is false.
 inline constexpr double kReliableLinkError = 0.10;
 
-// Roles of the session's calibration trials (beside search|baseline|candidate).
-inline constexpr const char* kRoleCompute = "compute";          // communication off
-inline constexpr const char* kRoleCalibration = "calibration";  // DDP defaults through acspeed's hook
-
 struct ModelTrial {
-  std::string role;
+  TrialRole role;
   CommConfig config;
   TrialMetrics metrics;  // of an ok trial
 };
