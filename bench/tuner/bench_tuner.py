@@ -39,7 +39,7 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--tune-args", default="--bucket-mb 5,25,100 --algorithms allreduce,reduce_scatter,hierarchical "
                         "--streams 1,2 --compression none,fp16 --warmup 2 --steps 6 --repeats 3",
-                        help="search space and trial options given to both searches")
+                        help="search space and trial options given to both searches ('' for acspeed-tune's defaults)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pairs", type=int, default=5, help="benchmark (tuned, default) pairs")
     parser.add_argument("--bench-steps", type=int, default=10)
@@ -79,8 +79,15 @@ def tune(args, db: pathlib.Path, strategy: str, env: dict) -> dict:
                                 "ORDER BY id DESC LIMIT 1").fetchone()
         best = conn.execute("SELECT config_json, json_extract(metrics_json, '$.p50_s') AS p50 FROM trials "
                             "WHERE role = 'search' AND status = 'ok' ORDER BY p50 LIMIT 1").fetchone()
+        measured = conn.execute("SELECT role, config_json, status, json_extract(metrics_json, '$.p50_s') FROM trials "
+                                "ORDER BY ordinal").fetchall()
     counts = dict(trials)
-    return {"strategy": strategy, "minutes": wall / 60, "search_trials": counts.get("search", 0),
+    # The step model's view of the session: each config's flow count, the link fitted per flow count.
+    predicted = subprocess.run([str(tune_bin), "--db", str(db), "predict", "--latest", "--json"], env=env,
+                               check=True, capture_output=True, text=True).stdout
+    return {"strategy": strategy, "predict": json.loads(predicted), "minutes": wall / 60, "search_trials": counts.get("search", 0),
+            "trials": [{"role": role, "config": json.loads(config), "status": status, "p50_s": p50}
+                       for role, config, status, p50 in measured],
             "decision_trials": counts.get("candidate", 0) + counts.get("baseline", 0),
             "best_search_config": json.loads(best[0]), "best_search_p50_s": best[1],
             "decision": {"config": json.loads(decision[0]), "speedup": decision[1], "ci_low": decision[2],

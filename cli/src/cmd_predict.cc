@@ -1,8 +1,11 @@
 // acspeed-tune predict (--session ID | --latest) [--link RATE,...] [--nnodes N,...] [--nproc-per-node N] [--json]
 // What the session's step model (tuner/step_model.h) predicts for DDP's defaults and each measured
 // config on other link rates and node counts: one table with units in the header, or versioned JSON.
+// The link is fitted per flow count (tuner/flows.h); a config of a flow count the session never ran is
+// not predicted (a note says so).
 // Reads only. What the session cannot predict is said, never filled with a number.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
@@ -45,6 +48,18 @@ struct Row {
 };
 
 std::string ms(double s) { return fmt::format("{:.1f}", s * 1e3); }
+
+// The link fit of each flow count the session calibrated (step_model.h).
+json links_json(const tuner::StepModel& model) {
+  json out = json::array();
+  for (const auto& [flows, link] : model.links) {
+    out.push_back({{"flows", flows},
+                   {"fitted_bytes_per_s", link.pooled.bytes_per_s},
+                   {"latency_s", link.pooled.latency_s},
+                   {"fit_samples", link.pooled.samples}});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -96,8 +111,10 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
                                 session.id, session.instance_type, here));
   }
   const auto nominal = testbed_link_bps(session.instance_type);
-  const double fitted_bps = model.pooled ? model.pooled->bytes_per_s * 8 : 0;
-  if (!nominal && model.pooled && vm.count("link")) {
+  // The link as DDP's defaults see it (one flow on gloo): what --link is compared with.
+  const tuner::LinkFit* defaults_fit = tuner::link_fit_for(model, CommConfig{});
+  const double fitted_bps = defaults_fit ? defaults_fit->bytes_per_s * 8 : 0;
+  if (!nominal && defaults_fit && vm.count("link")) {
     notes.push_back(fmt::format("the calibration link's nominal rate is unknown (not an acspeed-testbed instance "
                                 "type): --link is compared with the rate the fit measured, {:.0f} Mbit/s",
                                 fitted_bps / 1e6));
@@ -150,6 +167,7 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
         p["bound_s"] = r.prediction.bound_s;
         p["comm_s"] = r.prediction.comm_s;
         p["wire_bytes"] = r.prediction.wire_bytes;
+        p["flows"] = r.prediction.flows;
         p["cpu_floor_s"] = r.prediction.cpu_floor_s > 0 ? json(r.prediction.cpu_floor_s) : json(nullptr);
         p["samples_per_s"] = session.batch_size / r.prediction.step_s;
         p["efficiency"] = r.prediction.bound_s / r.prediction.step_s;
@@ -163,12 +181,13 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
                         {"serial_s", model.serial_s.value_or(0)},
                         {"payload_bytes", model.payload_bytes.value_or(0)},
                         {"link_bits_per_s", nominal ? json(*nominal) : json(nullptr)}};
-    if (model.pooled) {
-      calibration["fitted_bytes_per_s"] = model.pooled->bytes_per_s;
-      calibration["latency_s"] = model.pooled->latency_s;
-      calibration["latency_fitted"] = model.pooled->latency_fitted;
-      calibration["fit_samples"] = model.pooled->samples;
+    if (defaults_fit) {
+      calibration["fitted_bytes_per_s"] = defaults_fit->bytes_per_s;
+      calibration["latency_s"] = defaults_fit->latency_s;
+      calibration["latency_fitted"] = defaults_fit->latency_fitted;
+      calibration["fit_samples"] = defaults_fit->samples;
     }
+    calibration["links"] = links_json(model);
     const json out = {{"version", kPredictJsonVersion},
                       {"command_line", global.command_line},
                       {"settings", settings_in_environment()},
@@ -189,18 +208,24 @@ int cmd_predict(const GlobalOptions& global, const std::vector<std::string>& arg
   fmt::print("session {}: {} ({}) on {}, {} node(s) x {} rank(s), batch {} per device\n", session.id,
              session.model_name, session.precision, session.instance_type, session.nnodes, calibration_per_node,
              session.batch_size);
-  if (model.compute_s && model.pooled) {
+  if (model.compute_s && defaults_fit) {
+    std::vector<std::string> per_flows;
+    for (const auto& [flows, link] : model.links) {
+      per_flows.push_back(fmt::format("{} flow(s) {:.0f} Mbit/s", flows, link.pooled.bytes_per_s * 8 / 1e6));
+    }
     fmt::print("calibration: compute {} (forward + optimizer {}), link {:.0f} Mbit/s measured{}, latency {} per "
-               "collective\n",
+               "collective; per flow count: {}\n",
                tuner::format_seconds(*model.compute_s), tuner::format_seconds(model.serial_s.value_or(0)),
                fitted_bps / 1e6, nominal ? fmt::format(" on a {} link", format_rate(*nominal)) : "",
-               tuner::format_seconds(model.pooled->latency_s));
+               tuner::format_seconds(defaults_fit->latency_s), fmt::join(per_flows, ", "));
   }
-  Table table({"config", "link (Gbit/s)", "nodes", "ranks/node", "step (ms)", "bound (ms)", "efficiency",
+  Table table({"config", "flows", "link (Gbit/s)", "nodes", "ranks/node", "step (ms)", "bound (ms)", "efficiency",
                "CPU floor (ms)", "samples/s per device", "measured (ms)"});
   for (const auto& r : rows) {
     const auto& p = r.prediction;
-    table.add({r.baseline ? "DDP defaults (baseline)" : r.config.describe(), fmt::format("{:g}", r.link_bps / 1e9),
+    table.add({r.baseline ? "DDP defaults (baseline)" : r.config.describe(),
+               std::to_string(tuner::flows_of(model, r.config, {1, r.nnodes, r.nproc_per_node})),
+               fmt::format("{:g}", r.link_bps / 1e9),
                std::to_string(r.nnodes), std::to_string(r.nproc_per_node), p.ok ? ms(p.step_s) : "-",
                p.ok ? ms(p.bound_s) : "-", p.ok ? fmt::format("{:.0f}%", 100 * p.bound_s / p.step_s) : "-",
                p.ok && p.cpu_floor_s > 0 ? ms(p.cpu_floor_s) : "-",

@@ -90,7 +90,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<AlgorithmInfo>(m, "AlgorithmInfo",
                             "An algorithm's row of runtime/include/acspeed/comm_methods.h (read-only).")
       .def_property_readonly("name", [](const AlgorithmInfo& a) { return std::string(a.name); })
-      .def_readonly("by_node", &AlgorithmInfo::by_node);
+      .def_readonly("by_node", &AlgorithmInfo::by_node)
+      .def_readonly("crossing_phases", &AlgorithmInfo::crossing_phases);
   py::class_<CompressionInfo>(m, "CompressionInfo",
                               "A compression's row of runtime/include/acspeed/comm_methods.h (read-only); form is "
                               "as_is, cast or low_rank.")

@@ -118,11 +118,17 @@ json decision_json(const Report& r) {
 // The step model's calibration (tuner/step_model.h), or why there is none.
 json model_json(const Report& r) {
   const auto& m = r.model;
+  const tuner::LinkFit* defaults = tuner::link_fit_for(m, CommConfig{});  // DDP's defaults' flow count
+  json links = json::array();
+  for (const auto& [flows, link] : m.links) {
+    links.push_back({{"flows", flows}, {"bytes_per_s", link.pooled.bytes_per_s}, {"latency_s", link.pooled.latency_s}});
+  }
   json j = {{"compute_s", optional_object(m.compute_s)},
             {"serial_s", optional_object(m.serial_s)},
             {"payload_bytes", optional_object(m.payload_bytes)},
-            {"bytes_per_s", m.pooled ? json(m.pooled->bytes_per_s) : json(nullptr)},
-            {"latency_s", m.pooled ? json(m.pooled->latency_s) : json(nullptr)},
+            {"bytes_per_s", defaults ? json(defaults->bytes_per_s) : json(nullptr)},
+            {"latency_s", defaults ? json(defaults->latency_s) : json(nullptr)},
+            {"links", links},
             {"not_predicted", r.model_note.empty() ? json(nullptr) : json(r.model_note)}};
   return j;
 }

@@ -6,9 +6,10 @@ namespace acspeed {
 
 const std::vector<AlgorithmInfo>& algorithms() {
   static const std::vector<AlgorithmInfo> table = {
-      {Algorithm::kAllreduce, "allreduce", false},
-      {Algorithm::kReduceScatter, "reduce_scatter", false},
-      {Algorithm::kHierarchical, "hierarchical", true},
+      // kind, name, by node, crossing phases
+      {Algorithm::kAllreduce, "allreduce", false, 1},
+      {Algorithm::kReduceScatter, "reduce_scatter", false, 2},    // reduce-scatter, all-gather
+      {Algorithm::kHierarchical, "hierarchical", true, 1},        // the inter-node all-reduce
   };
   return table;
 }

@@ -50,16 +50,23 @@ def test_predictions_follow_the_calibrated_link_to_other_rates_and_node_counts(t
     # 10 Gbit: compute-bound bound.
     assert rows[(True, 10_000_000_000, 2)]["bound_s"] == pytest.approx(0.1)
     tuned_rows = [p for p in doc["predictions"] if not p["baseline"]]
-    assert tuned_rows and all(p["config"]["compression"] == "fp16" for p in tuned_rows)
+    # One flow: the model measured only fp16 (it forecast the rest slower). Two streams are two flows
+    # (reduce-scatter's two phases on gloo too; with two streams, four), which no calibration trial
+    # ran: a config of each count was measured before anything was pruned or stopped, and the link is
+    # fitted per flow count.
+    assert tuned_rows and all(p["config"]["compression"] == "fp16" for p in tuned_rows if p["flows"] == 1)
+    assert any(p["flows"] == 2 for p in tuned_rows) and any(p["flows"] == 4 for p in tuned_rows)
+    assert [link["flows"] for link in doc["calibration"]["links"]] == [1, 2, 4]
     # fp16's cores were busy 200 ms per step: at 10 Gbit its head + wire time (about 156 ms) is below
     # that CPU floor, which then sets the step; the bound stays compute and wire time.
-    fast = [p for p in tuned_rows if p["link_bits_per_s"] == 10_000_000_000]
+    fast = [p for p in tuned_rows if p["link_bits_per_s"] == 10_000_000_000 and p["config"]["compression"] == "fp16"]
     assert fast and all(p["cpu_floor_s"] == pytest.approx(0.2) and p["step_s"] == pytest.approx(0.2) for p in fast)
     assert all(p["bound_s"] < 0.2 for p in fast)
     assert rows[(True, 10_000_000_000, 2)]["cpu_floor_s"] is None  # DDP defaults reported none
     table = predict(tune_binary, isolated_store, "--latest", "--link", "2gbit")
     assert table.returncode == 0, table.stderr
     assert "step (ms)" in table.stdout and "bound (ms)" in table.stdout and "link (Gbit/s)" in table.stdout
+    assert "flows" in table.stdout and "per flow count: 1 flow(s)" in table.stdout
     assert "CPU floor (ms)" in table.stdout and "200.0" in table.stdout
     assert "DDP defaults (baseline)" in table.stdout
 

@@ -75,11 +75,7 @@ TEST(ModelStrategyOnStoredSessions, PruningNeverDropsTheGridsBestConfig) {
       StepModel model = calibrate(seen, f.setup);
       StrategyOptions options;
       options.seed = seed;
-      options.forecast = [&](const Point& p) -> std::optional<Forecast> {
-        const Prediction prediction = predict(model, f.space.config_at(p));
-        if (!prediction.ok) return std::nullopt;
-        return Forecast{prediction.step_s, prediction.bound_s, prediction.reliable};
-      };
+      options.forecast = model_forecast(model, f.space);
       auto strategy = make_strategy("model", f.space, options);
       size_t trials = 0;
       bool measured_best = false;

@@ -54,14 +54,34 @@ std::vector<ModelTrial> session_trials() {
 
 StepModel model() { return calibrate(session_trials(), {2, 2}); }
 
+// A 2-stream trial (2 flows on gloo) on a link capped per flow: twice one flow's rate.
+CommConfig two_streams(double mb) {
+  CommConfig c;
+  c.bucket_cap_mb = mb;
+  c.streams = 2;
+  return c;
+}
+
+// Two of them (5 MiB: 10 buckets, 25 MiB: 3), so that their fit separates latency from bandwidth.
+std::vector<ModelTrial> with_two_streams(std::vector<ModelTrial> trials) {
+  for (const auto& [mb, buckets] : {std::pair{5.0, 10}, std::pair{25.0, 3}}) {
+    TrialMetrics m = hooked(0, buckets, kPayload);
+    m.comm_s = buckets / 2.0 * kLatency + kPayload / (2 * kBandwidth);
+    m.p50_s = 0.085 + *m.comm_s;
+    trials.push_back({"search", two_streams(mb), m});
+  }
+  return trials;
+}
+
 TEST(StepModel, CalibrationRecoversComputeLinkAndTheHeadOfEachMeasuredConfig) {
   const StepModel m = model();
-  ASSERT_TRUE(m.compute_s && m.serial_s && m.payload_bytes && m.pooled);
+  ASSERT_TRUE(m.compute_s && m.serial_s && m.payload_bytes);
+  ASSERT_EQ(m.links.size(), 1u);  // every hooked trial ran one flow
   EXPECT_DOUBLE_EQ(*m.compute_s, kCompute);
   EXPECT_DOUBLE_EQ(*m.serial_s, kForward + kOptimizer);
   EXPECT_EQ(*m.payload_bytes, kPayload);
-  EXPECT_NEAR(m.pooled->bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
-  EXPECT_NEAR(m.pooled->latency_s, kLatency, 1e-9);
+  EXPECT_NEAR(m.links.at(1).pooled.bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
+  EXPECT_NEAR(m.links.at(1).pooled.latency_s, kLatency, 1e-9);
   const MeasuredConfig* defaults = find_measured(m, CommConfig{});
   ASSERT_NE(defaults, nullptr);
   EXPECT_EQ(defaults->buckets, 3);  // from the calibration trial: DDP's own run has no bucket times
@@ -113,13 +133,73 @@ TEST(StepModel, CompressionHalvesTheWireBytesOfTheBound) {
 
 TEST(StepModel, MoreNodesSendTheRingsShareOfThePayload) {
   // 4 nodes x 1: ring allreduce sends 2 x 3/4 of the payload per node; hierarchical 2 x 3/4 too,
-  // but 2 x 2 ranks: flat ring 2 x 3/4, hierarchical (over 2 nodes) 1 x.
-  const StepModel m = model();
+  // but 2 x 2 ranks: flat ring 2 x 3/4, hierarchical (over 2 nodes) 1 x. Hierarchical on 2 ranks per
+  // node runs 2 inter-node groups (2 flows): the session also measured a 2-flow config.
+  const StepModel m = calibrate(with_two_streams(session_trials()), {2, 2});
   EXPECT_EQ(predict(m, CommConfig{}, {1, 4, 1}).wire_bytes, static_cast<int64_t>(1.5 * kPayload));
   EXPECT_EQ(predict(m, CommConfig{}, {1, 2, 2}).wire_bytes, static_cast<int64_t>(1.5 * kPayload));
   CommConfig hierarchical;
   hierarchical.algorithm = Algorithm::kHierarchical;
   EXPECT_EQ(predict(m, hierarchical, {1, 2, 2}).wire_bytes, kPayload);
+}
+
+TEST(StepModel, TheLinkIsFittedPerFlowCountAndEachConfigIsPredictedOnItsOwn) {
+  const StepModel m = calibrate(with_two_streams(session_trials()), {2, 2});
+  ASSERT_EQ(m.links.size(), 2u);
+  EXPECT_NEAR(m.links.at(1).pooled.bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
+  EXPECT_EQ(m.links.at(1).pooled.samples, 2u);  // the 2-stream trial is not pooled with them
+  EXPECT_NEAR(m.links.at(2).pooled.bytes_per_s, 2 * kBandwidth, 1e-6 * kBandwidth);
+  // Streams change the bandwidth a config sees, not only its latency term: wire time and bound halve.
+  const Prediction two = predict(m, two_streams(25));
+  ASSERT_TRUE(two.ok) << two.why_not;
+  EXPECT_EQ(two.flows, 2);
+  EXPECT_NEAR(two.wire_s, kPayload / (2 * kBandwidth), 1e-9);
+  EXPECT_NEAR(two.bound_s, kForward + kOptimizer + kPayload / (2 * kBandwidth), 1e-9);
+  const Prediction one = predict(m, CommConfig{});
+  EXPECT_EQ(one.flows, 1);
+  EXPECT_NEAR(one.bound_s, kForward + kOptimizer + kPayload / kBandwidth, 1e-9);
+  EXPECT_NEAR(predict(m, two_streams(5)).step_s, find_measured(m, two_streams(5))->step_s, 1e-9);
+}
+
+TEST(StepModel, AConfigOfAFlowCountNoTrialCalibratedIsNotPredicted) {
+  const StepModel m = model();  // one-flow trials only
+  EXPECT_FALSE(flow_count_unmeasured(m, CommConfig{}));
+  EXPECT_FALSE(flow_count_unmeasured(m, fp16_bucket(25)));
+  const Prediction two = predict(m, two_streams(25));
+  EXPECT_FALSE(two.ok);
+  EXPECT_TRUE(flow_count_unmeasured(m, two_streams(25)));
+  EXPECT_NE(two.why_not.find("no link fit for 2 flow(s)"), std::string::npos) << two.why_not;
+  // gloo gives reduce-scatter's two phases a group each: 2 flows even with one stream.
+  CommConfig reduce_scatter;
+  reduce_scatter.algorithm = Algorithm::kReduceScatter;
+  EXPECT_TRUE(flow_count_unmeasured(m, reduce_scatter));
+  EXPECT_FALSE(predict(m, reduce_scatter).ok);
+  // NCCL on CUDA shares one communicator between them: one flow, predicted from the one-flow fit.
+  const StepModel nccl = calibrate(session_trials(), {2, 2, true});
+  EXPECT_FALSE(flow_count_unmeasured(nccl, reduce_scatter));
+  EXPECT_TRUE(predict(nccl, reduce_scatter).ok);
+  // Hierarchical on nodes of 2 ranks runs 2 inter-node groups: not predicted from one flow.
+  CommConfig hierarchical;
+  hierarchical.algorithm = Algorithm::kHierarchical;
+  EXPECT_TRUE(predict(m, hierarchical).ok);  // 1 rank per node: one group
+  EXPECT_FALSE(predict(m, hierarchical, {1, 2, 2}).ok);
+}
+
+TEST(StepModel, MoreFlowsShowingLessBandwidthMakeEveryForecastUnreliable) {
+  EXPECT_TRUE(links_consistent(calibrate(with_two_streams(session_trials()), {2, 2})));
+  // A loaded CPU, not the link, set these 2-stream times: they show a third of one flow's rate.
+  auto trials = with_two_streams(session_trials());
+  for (auto& t : trials) {
+    if (t.config.streams == 2) *t.metrics.comm_s *= 6;
+  }
+  const StepModel m = calibrate(trials, {2, 2});
+  ASSERT_EQ(m.links.size(), 2u);
+  EXPECT_LT(m.links.at(2).pooled.bytes_per_s, m.links.at(1).pooled.bytes_per_s);
+  EXPECT_FALSE(links_consistent(m));
+  const Prediction p = predict(m, CommConfig{});
+  ASSERT_TRUE(p.ok);
+  EXPECT_LE(m.links.at(1).pooled.relative_error, kReliableLinkError);  // its own fit explains its samples
+  EXPECT_FALSE(p.reliable);
 }
 
 TEST(StepModel, AnUntriedConfigBorrowsTheHeadOfMeasuredConfigsWithItsCompression) {
@@ -226,10 +306,10 @@ std::vector<ModelTrial> powersgd_session() {
 
 TEST(StepModel, PowerSgdTrialsStayOutOfTheLinkFitAndKeepTheirOwnCompute) {
   const StepModel m = calibrate(powersgd_session(), {2, 2});
-  ASSERT_TRUE(m.pooled && m.gradients);
-  EXPECT_NEAR(m.pooled->bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
-  EXPECT_NEAR(m.pooled->latency_s, kLatency, 1e-9);
-  EXPECT_EQ(m.pooled->samples, 2u);  // the two hooked trials of session_trials()
+  ASSERT_TRUE(m.links.count(1) && m.gradients);
+  EXPECT_NEAR(m.links.at(1).pooled.bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
+  EXPECT_NEAR(m.links.at(1).pooled.latency_s, kLatency, 1e-9);
+  EXPECT_EQ(m.links.at(1).pooled.samples, 2u);  // the two hooked trials of session_trials()
   const MeasuredConfig* measured = find_measured(m, powersgd(4));
   ASSERT_TRUE(measured != nullptr && measured->head_s && measured->compression_s);
   EXPECT_NEAR(*measured->head_s, 0.095 + kPowerSgdCompute, 1e-9);
@@ -252,10 +332,11 @@ TEST(StepModel, PowerSgdBoundIsItsFactorsWireTimePlusItsOwnCompute) {
   EXPECT_NEAR(slow.bound_s, kForward + kOptimizer + slow.wire_s + kPowerSgdCompute, 1e-9);
   EXPECT_NEAR(slow.step_s, 0.095 + kPowerSgdCompute + 9 * kLatency + slow.wire_s, 1e-9);
   // Two nodes of two ranks: hierarchical's leaders send the factors once per node pair (2(N-1)/N = 1),
-  // the flat ring 2 x 3/4 of them.
+  // the flat ring 2 x 3/4 of them. Its 2 inter-node groups are 2 flows: a 2-flow trial calibrates them.
   CommConfig hierarchical = powersgd(4);
   hierarchical.algorithm = Algorithm::kHierarchical;
-  EXPECT_EQ(predict(m, hierarchical, {1, 2, 2}).wire_bytes, static_cast<int64_t>(kFactorBytes));
+  const StepModel with_two_flows = calibrate(with_two_streams(powersgd_session()), {2, 2});
+  EXPECT_EQ(predict(with_two_flows, hierarchical, {1, 2, 2}).wire_bytes, static_cast<int64_t>(kFactorBytes));
   EXPECT_EQ(predict(m, powersgd(4), {1, 2, 2}).wire_bytes, static_cast<int64_t>(1.5 * kFactorBytes));
 }
 

@@ -22,6 +22,9 @@ struct CalibrationPlan {
   std::vector<CalibrationTrial> trials;  // those of `have` lacks, each with DDP's defaults
 };
 
+// The step model's view of the workers: their world, nodes and how their hook groups phases (flows.h).
+ModelSetup model_setup(const WorkerHello& hello);
+
 // What the session still has to run for its step model, given the workers and the model trials it has.
 CalibrationPlan calibration_plan(const WorkerHello& hello, const std::vector<ModelTrial>& have);
 

@@ -81,7 +81,7 @@ class Session {
 
 void Session::remember(TrialRole role, const CommConfig& config, const TrialMetrics& metrics) {
   model_trials_.push_back({role, config, metrics});
-  model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
+  model_ = calibrate(model_trials_, model_setup(hello_));
 }
 
 std::optional<double> Session::bound_of(const CommConfig& config) const {
@@ -126,7 +126,7 @@ void Session::open_session() {
     model_trials_ = std::move(resumed.model_trials);
     measured_ = std::move(resumed.search);
     stored_pair_trials_ = std::move(resumed.pair_trials);
-    model_ = calibrate(model_trials_, {hello_.world_size, hello_.nnodes});
+    model_ = calibrate(model_trials_, model_setup(hello_));
     return;
   }
   session_id_ = store_.create_session(new_session_record(o_, hello_, fp_, strategy_name_));
@@ -251,11 +251,7 @@ void Session::search() {
   start_guard();
   StrategyOptions strategy_options;
   strategy_options.seed = o_.seed;
-  strategy_options.forecast = [this](const Point& point) -> std::optional<Forecast> {
-    const Prediction p = predict(model_, o_.space.config_at(point));
-    if (!p.ok) return std::nullopt;
-    return Forecast{p.step_s, p.bound_s, p.reliable};
-  };
+  strategy_options.forecast = model_forecast(model_, o_.space);
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
   bool go = true;  // every numerics family first (guard.h), then the strategy's points, until the budget ends
   for (const Point& p : guard_.first_points(o_.space)) go = go && (find(o_.space.config_at(p)) || measure(p));

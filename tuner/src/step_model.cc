@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
@@ -65,12 +66,6 @@ int estimated_buckets(const CommConfig& c, int64_t payload) {
   const double cap = c.bucket_cap_mb.value_or(kDdpDefaultBucketMb) * kMiB;
   const double rest = std::max(0.0, static_cast<double>(payload) - first);
   return 1 + static_cast<int>(std::ceil(rest / cap));
-}
-
-const LinkFit* fit_for(const StepModel& m, Algorithm algorithm) {
-  const auto it = m.fits.find(algorithm);
-  if (it != m.fits.end()) return &it->second;
-  return m.pooled ? &*m.pooled : nullptr;
 }
 
 std::optional<int> buckets_of(const StepModel& m, const CommConfig& c) {
@@ -139,6 +134,35 @@ std::optional<double> wire_fraction(Compression compression) {
   return std::nullopt;
 }
 
+int flows_of(const StepModel& model, const CommConfig& config, const Scenario& scenario) {
+  const int nnodes = scenario.nnodes > 0 ? scenario.nnodes : model.setup.nnodes;
+  const int per_node = scenario.nproc_per_node > 0
+                           ? scenario.nproc_per_node
+                           : (model.setup.nnodes > 0 ? model.setup.world_size / model.setup.nnodes : 0);
+  const int world = scenario.nnodes > 0 || scenario.nproc_per_node > 0 ? nnodes * per_node : model.setup.world_size;
+  return flows(config, {world, nnodes, model.setup.groups_per_role});
+}
+
+const LinkFit* link_fit_for(const StepModel& model, const CommConfig& config, const Scenario& scenario) {
+  const auto link = model.links.find(flows_of(model, config, scenario));
+  if (link == model.links.end()) return nullptr;
+  const auto fit = link->second.fits.find(config.algorithm);
+  return fit != link->second.fits.end() ? &fit->second : &link->second.pooled;
+}
+
+bool flow_count_unmeasured(const StepModel& model, const CommConfig& config) {
+  return link_fit_for(model, config) == nullptr;
+}
+
+bool links_consistent(const StepModel& model) {
+  double fewer_flows_rate = 0;  // the highest rate of a smaller flow count (links are ordered by flows)
+  for (const auto& [flows, link] : model.links) {
+    if (link.pooled.bytes_per_s < (1 - kReliableLinkError) * fewer_flows_rate) return false;
+    fewer_flows_rate = std::max(fewer_flows_rate, link.pooled.bytes_per_s);
+  }
+  return true;
+}
+
 const MeasuredConfig* find_measured(const StepModel& model, const CommConfig& config) {
   for (const auto& m : model.measured) {
     if (m.config == config) return &m;
@@ -162,10 +186,10 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     if (t.metrics.bucket_bytes) model.payload_bytes = std::max(model.payload_bytes.value_or(0), *t.metrics.bucket_bytes);
     if (t.role == TrialRole::kCompute && t.metrics.gradients) model.gradients = t.metrics.gradients;
   }
-  // Link samples: every trial that ran acspeed's hook under the probe, except those of a compression
-  // with compute of its own (PowerSGD's lies inside its communication spans).
-  std::map<Algorithm, std::vector<LinkSample>> samples;
-  std::vector<LinkSample> all;
+  // Link samples, per flow count: every trial that ran acspeed's hook under the probe, except those of
+  // a compression with compute of its own (PowerSGD's lies inside its communication spans).
+  std::map<int, std::map<Algorithm, std::vector<LinkSample>>> samples;
+  std::map<int, std::vector<LinkSample>> all;
   for (const auto& t : trials) {
     const auto& m = t.metrics;
     if (t.role == TrialRole::kCompute || info(t.config.compression).own_compute || !m.comm_s || !m.bucket_count ||
@@ -175,13 +199,19 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     const auto wire = wire_bytes(t.config, *m.bucket_bytes, std::nullopt, setup.world_size, setup.nnodes);
     if (!wire || *wire <= 0) continue;
     const LinkSample s{static_cast<double>(*m.bucket_count) / t.config.streams, *wire, *m.comm_s};
-    samples[t.config.algorithm].push_back(s);
-    all.push_back(s);
+    const int n = flows_of(model, t.config);
+    samples[n][t.config.algorithm].push_back(s);
+    all[n].push_back(s);
   }
-  for (const auto& [algorithm, list] : samples) {
-    if (auto fit = fit_link(list)) model.fits[algorithm] = *fit;
+  for (const auto& [n, list] : all) {
+    const auto pooled = fit_link(list);
+    if (!pooled) continue;
+    FlowLink& link = model.links[n];
+    link.pooled = *pooled;
+    for (const auto& [algorithm, of_algorithm] : samples[n]) {
+      if (auto fit = fit_link(of_algorithm)) link.fits[algorithm] = *fit;
+    }
   }
-  model.pooled = fit_link(all);
 
   // Measured configs, in the order first measured.
   for (const auto& t : trials) {
@@ -210,7 +240,7 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
   }
   // Calibration-only entries (no timed run of their own) stay for their bucket counts.
   for (auto& mc : model.measured) {
-    const LinkFit* fit = fit_for(model, mc.config.algorithm);
+    const LinkFit* fit = link_fit_for(model, mc.config);
     if (mc.step_s <= 0 || fit == nullptr || !model.payload_bytes) continue;
     const auto buckets = buckets_of(model, mc.config);
     const auto wire = wire_bytes(mc.config, *model.payload_bytes, model.gradients, setup.world_size, setup.nnodes);
@@ -235,8 +265,16 @@ std::vector<ModelTrial> model_trials(const std::vector<TrialRecord>& records) {
 }
 
 StepModel session_model(const Store& store, const SessionRecord& session) {
+  // The workers' backend and device, as the session recorded them (session_record.cc); a session
+  // that did not record them ran gloo (before NCCL sessions stored their backend).
+  const auto versions = nlohmann::json::parse(session.versions_json, nullptr, false);
+  auto text = [&](const char* key) {
+    return versions.is_object() && versions.contains(key) && versions[key].is_string() ? versions[key].get<std::string>()
+                                                                                       : std::string();
+  };
   return calibrate(model_trials(store.trials(session.id)),
-                   {static_cast<int>(session.world_size), static_cast<int>(session.nnodes)});
+                   {static_cast<int>(session.world_size), static_cast<int>(session.nnodes),
+                    groups_per_role(text("backend"), text("device"))});
 }
 
 Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scenario) {
@@ -261,9 +299,16 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
     p.why_not = "no trial carries the probe's per-bucket bytes (a session from before the model, or no probe)";
     return p;
   }
-  const LinkFit* fit = fit_for(m, c.algorithm);
+  p.flows = flows_of(m, c, scenario);
+  const LinkFit* fit = link_fit_for(m, c, scenario);
   if (fit == nullptr) {
-    p.why_not = "no link fit: no trial ran acspeed's hook with the probe";
+    if (m.links.empty()) {
+      p.why_not = "no link fit: no trial ran acspeed's hook with the probe";
+    } else {
+      p.why_not = fmt::format("no link fit for {} flow(s) between two nodes: no trial with that many ran acspeed's "
+                              "hook with the probe (a link capped per flow carries more with more flows): measure "
+                              "it", p.flows);
+    }
     return p;
   }
   const auto wire = wire_bytes(c, *m.payload_bytes, m.gradients, world, nnodes);
@@ -304,7 +349,7 @@ Prediction predict(const StepModel& m, const CommConfig& c, const Scenario& scen
   p.cpu_floor_s = floor.value_or(0.0);
   p.step_s = std::max({compute, head + p.comm_s, p.bound_s, p.cpu_floor_s});
   p.head_measured = head_measured;
-  p.reliable = fit->relative_error <= kReliableLinkError;
+  p.reliable = fit->relative_error <= kReliableLinkError && links_consistent(m);
   return p;
 }
 

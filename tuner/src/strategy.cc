@@ -188,8 +188,8 @@ class ModelStrategy : public Strategy {
   std::string summary() const override {
     if (!guided_) return "the step model never forecast: coordinate descent ran instead";
     if (stopped_.empty() && unreliable_seen_) {
-      return "the link fit did not explain the communication times within 10%: the model only ordered the "
-             "configs, pruning none";
+      return "the link fit did not explain the communication times within 10% (or more flows showed less "
+             "bandwidth than fewer): the model only ordered the configs, pruning none";
     }
     if (beaten_bound_.empty()) return stopped_;
     return stopped_.empty() ? beaten_bound_ : stopped_ + "; " + beaten_bound_;
@@ -236,6 +236,14 @@ std::vector<std::string> names_with_auto() {
 }
 
 }  // namespace
+
+ForecastFn model_forecast(const StepModel& model, const SearchSpace& space) {
+  return [&model, space](const Point& point) -> std::optional<Forecast> {
+    const Prediction p = predict(model, space.config_at(point));
+    if (!p.ok) return std::nullopt;
+    return Forecast{p.step_s, p.bound_s, p.reliable};
+  };
+}
 
 const std::vector<StrategyInfo>& strategies() {
   static const std::vector<StrategyInfo> list = {

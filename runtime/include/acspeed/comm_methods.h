@@ -24,6 +24,10 @@ struct AlgorithmInfo {
   // topology, its inter-node traffic scales with the nodes rather than the ranks, and it is worth
   // searching only on several nodes.
   bool by_node;
+  // Phases of a bucket whose collectives cross nodes: the lane slots of role "all" or "inter" in
+  // python/acspeed/algorithms.py's roles. Where each phase has a group of its own (gloo), each is a
+  // flow of its own that can overlap the others (the tuner's flow count, tuner/flows.h).
+  int crossing_phases;
 };
 
 // How a compressed bucket travels.

@@ -8,11 +8,15 @@
 //                 on a GPU alike; on a GPU the device is synchronized around each phase). It also
 //                 times forward + optimizer: S_serial, the compute no gradient communication can
 //                 overlap (DDP starts communicating during backward; the optimizer needs every bucket).
-//   link        per algorithm (and pooled over all), fit_link() on every trial that ran acspeed's
-//                 hook, except powersgd's (their communication spans also hold PowerSGD's own compute,
-//                 the orthonormalisation and Q = M^T P between the two all-reduces): collectives =
-//                 buckets / streams, wire bytes = the buckets' payload x the compression's wire
-//                 fraction x the algorithm's factor, time = the probe's per-step communication time.
+//   link        per flow count (flows.h: the groups that carry a config's collectives between two
+//                 nodes at once), and within it per algorithm and pooled over its algorithms,
+//                 fit_link() on every trial that ran acspeed's hook, except powersgd's (their
+//                 communication spans also hold PowerSGD's own compute, the orthonormalisation and
+//                 Q = M^T P between the two all-reduces): collectives = buckets / streams, wire bytes =
+//                 the buckets' payload x the compression's wire fraction x the algorithm's factor,
+//                 time = the probe's per-step communication time. Fits are never shared between flow
+//                 counts: on a link capped per flow, N flows carry up to N times one flow's rate, so a
+//                 config of a flow count no trial calibrated is not predicted (flow_count_unmeasured).
 //                 DDP's defaults run no hook, so the session measures them once more through acspeed's
 //                 plain allreduce hook (role "calibration"): the same buckets and bytes as DDP's
 //                 built-in allreduce, now with per-bucket times.
@@ -30,7 +34,8 @@
 //                 fp16 config measured 234-236 ms at 1.5 and 2 Gbit/s with F = 228 ms from the 1 Gbit/s
 //                 calibration (bench/model/RESULTS.md). CPU trials only: on a GPU the host thread
 //                 spin-waits in synchronisation, which would count as busy (no F there: no floor).
-// Prediction:  T = buckets / streams x collectives per bucket x latency + wire bytes / bandwidth;
+// Prediction:  T = buckets / streams x collectives per bucket x latency + wire bytes / bandwidth, the
+//   latency and bandwidth of the config's flow count (and algorithm, when fitted, else pooled);
 //   step = max(C, h + T, bound, F). Collectives per bucket: 1; powersgd 3 (the 1-D sums, P, Q).
 //   An untried config takes the median head of measured configs with its compression (else of all,
 //   plus its PowerSGD compute K when the head comes from another compression), and its F the same
@@ -62,6 +67,7 @@
 #include "acspeed/config.h"
 #include "acspeed/roles_and_statuses.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/flows.h"
 #include "acspeed/tuner/gradient_layout.h"
 #include "acspeed/tuner/link_fit.h"
 #include "acspeed/tuner/trial_metrics.h"
@@ -81,6 +87,13 @@ struct ModelTrial {
 struct ModelSetup {
   int world_size = 0;
   int nnodes = 0;
+  bool groups_per_role = false;  // the workers' hook shares a group per role (flows.h; NCCL on CUDA)
+};
+
+// The link as the configs of one flow count see it.
+struct FlowLink {
+  std::map<Algorithm, LinkFit> fits;  // per algorithm
+  LinkFit pooled;                     // over every algorithm of this flow count
 };
 
 // A config the session measured.
@@ -100,17 +113,11 @@ struct StepModel {
   std::optional<double> serial_s;     // forward + optimizer of the compute-only step
   std::optional<int64_t> payload_bytes;  // gradient bytes per step, before compression
   std::optional<GradientLayout> gradients;  // the gradients' shapes (PowerSGD's bytes)
-  std::map<Algorithm, LinkFit> fits;  // per algorithm
-  std::optional<LinkFit> pooled;      // over every algorithm
+  std::map<int, FlowLink> links;      // per flow count (flows.h); only the counts some trial calibrated
   std::vector<MeasuredConfig> measured;
 };
 
 StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& setup);
-
-// The ok trials of a stored session, as the model reads them (unreadable ones are left out).
-std::vector<ModelTrial> model_trials(const std::vector<TrialRecord>& records);
-// The model of a stored session.
-StepModel session_model(const Store& store, const SessionRecord& session);
 
 // Where to predict: another bandwidth (a multiple of the calibrated one) or node count.
 struct Scenario {
@@ -118,6 +125,29 @@ struct Scenario {
   int nnodes = 0;              // 0: the calibration's
   int nproc_per_node = 0;      // 0: the calibration's
 };
+
+// The config's flow count (flows.h) on the model's nodes, or on the scenario's.
+int flows_of(const StepModel& model, const CommConfig& config, const Scenario& scenario = {});
+// The link fit the config is predicted with: its flow count's fit for its algorithm, else its flow
+// count's pooled fit; nullptr when no trial of its flow count calibrated the link.
+const LinkFit* link_fit_for(const StepModel& model, const CommConfig& config, const Scenario& scenario = {});
+
+// Issue 36's rule, for every driver of a search (the model strategy offline, the online driver): a
+// config whose flow count no trial calibrated the link for cannot be forecast nor bounded (one flow's
+// rate says nothing of two flows' on a link capped per flow), so it must be measured before anything
+// is pruned or stopped on a forecast or a bound. predict() refuses such a config (why_not says so);
+// the model strategy (strategy.h) measures every point it cannot forecast before the others.
+bool flow_count_unmeasured(const StepModel& model, const CommConfig& config);
+
+// False when a flow count's fit shows less bandwidth than a smaller flow count's, by more than
+// kReliableLinkError: more flows never carry less on a link, so something else (a loaded CPU) sets the
+// communication times, and no forecast is reliable (the model strategy then only orders).
+bool links_consistent(const StepModel& model);
+
+// The ok trials of a stored session, as the model reads them (unreadable ones are left out).
+std::vector<ModelTrial> model_trials(const std::vector<TrialRecord>& records);
+// The model of a stored session.
+StepModel session_model(const Store& store, const SessionRecord& session);
 
 struct Prediction {
   bool ok = false;
@@ -129,8 +159,10 @@ struct Prediction {
   double compression_s = 0;  // K in the bound: PowerSGD's own compute per step (0: none or not measured)
   double cpu_floor_s = 0;    // F: the config's CPU floor (0: none measured)
   int64_t wire_bytes = 0;
+  int flows = 0;               // the config's flow count (flows.h)
   bool head_measured = false;  // the config was measured (else its head is borrowed)
-  bool reliable = false;       // the link fit explains its samples within kReliableLinkError
+  bool reliable = false;       // the link fit explains its samples within kReliableLinkError, and
+                               // the flow counts' fits agree with a link (links_consistent)
 };
 
 Prediction predict(const StepModel& model, const CommConfig& config, const Scenario& scenario = {});

@@ -16,9 +16,10 @@
 // and stops when the best measured step is within (1 + stop_margin) x the lowest bound of any
 // point: no config can be much faster (never once a measured step came out more than stop_margin
 // below its own bound: the bounds then overestimate, and a config not measured yet may be faster). Points the model cannot forecast (a compression it has no
-// byte model for) are measured before the forecast ones. Until the model forecasts (one node, no
+// byte model for, or a flow count no trial calibrated the link for) are measured before the forecast ones. Until the model forecasts (one node, no
 // probe) it runs coordinate descent, keeping what descent measured. While the link fit leaves more
-// than 10% of the communication times unexplained (a CPU-bound, loaded machine) it only orders.
+// than 10% of the communication times unexplained, or more flows show less bandwidth than fewer (a
+// CPU-bound, loaded machine: step_model.h's links_consistent), it only orders.
 //
 // Why coordinate descent rather than successive halving or a model: a trial of a real DDP step is
 // expensive (seconds) and noisy (+-10% between runs on a CPU, see DESIGN.md), and the knobs act
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "acspeed/tuner/search_space.h"
+#include "acspeed/tuner/step_model.h"
 
 namespace acspeed::tuner {
 
@@ -72,6 +74,12 @@ struct Forecast {
 };
 // nullopt: the model cannot forecast this point (yet).
 using ForecastFn = std::function<std::optional<Forecast>(const Point&)>;
+
+// The step model's forecast of the space's points: predict() on the calibration link and nodes;
+// nullopt where it cannot predict (among others, a config whose flow count no trial calibrated:
+// step_model.h's flow_count_unmeasured), so the model strategy measures that point first. `model` is
+// read at each call, so the forecast learns as the caller recalibrates it: it must outlive the result.
+ForecastFn model_forecast(const StepModel& model, const SearchSpace& space);
 
 struct StrategyOptions {
   uint64_t seed = 0;       // orders the knobs of each descent sweep, and the model's ties
