@@ -484,7 +484,7 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredOnceBeforeAnyGetsASecondCastsFi
   ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
   std::vector<std::string> order;
   for (const auto& t : store_->trials(result.session_id)) {
-    if (t.role != "search") continue;
+    if (t.role != TrialRole::kSearch) continue;
     const auto c = config_from_json(t.config_json);
     order.push_back(c.compression == Compression::kPowerSgd ? fmt::format("powersgd {}", c.powersgd_rank)
                                                             : std::string(to_string(c.compression)));
