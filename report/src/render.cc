@@ -85,6 +85,15 @@ std::string format_guard(const TrialSummary& trial) {
     }
   }
   if (trial.metrics.inflation) parts.push_back(fmt::format("inflation {}", trial.metrics.inflation->describe()));
+  // An undecided verdict's longer trajectories (tuner/src/guard.h): how long, and why.
+  if (const auto& e = g.value("extended", nlohmann::json()); e.is_object()) {
+    parts.push_back(e.contains("declined")
+                        ? fmt::format("not extended past {} steps ({}): {}", e.value("to_steps", 0),
+                                      e.value("declined", std::string()), e.value("why", std::string()))
+                        : fmt::format("trajectories extended from {} to {} steps: {}", e.value("from_steps", 0),
+                                      e.value("to_steps", 0), e.value("why", std::string())));
+  }
+  if (g.contains("undecided")) parts.push_back("undecided: " + g.value("undecided", std::string()));
   return fmt::format("{} ({})", g["passed"] == true ? "pass" : "fail", fmt::join(parts, "; "));
 }
 

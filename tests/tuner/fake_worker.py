@@ -20,6 +20,10 @@ Trajectories (a request's trajectory_steps T > 0): the loss falls linearly from 
 first third of the T steps, then stays (a small deterministic ripple on top), every config alike;
 FAKE_WORKER_STRETCH=COMPRESSION:F stretches that compression's curve F times in steps (step
 inflation F, tuner/inflation.h; its tail still reaches 0.3 for F < 3).
+FAKE_WORKER_SPEED=COMPRESSION:S (mode compressors): that compression's steps are S times faster than
+the uncompressed ones (default fp16 2, powersgd 3). FAKE_WORKER_PSGD=faithful (mode compressors):
+powersgd is as faithful as fp16 (its window and trajectory pass).
+FAKE_WORKER_CRASH=ID: trial ID kills the process as crash:ID does, whatever the mode.
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
 FAKE_WORKER_GATE=ID:PATH: before answering trial ID (or crashing or hanging in it) the worker creates
 PATH.reached and waits until PATH exists (a test acts on the store, or as another node, while a trial
@@ -114,8 +118,9 @@ def trajectory(request):
     steps = request.get("trajectory_steps", 0)
     if steps <= 0:
         return {}
+    compression = request["config"].get("compression", "none")
     name, _, factor = os.environ.get("FAKE_WORKER_STRETCH", ":1").partition(":")
-    stretch = float(factor) if request["config"].get("compression", "none") == name else 1.0
+    stretch = float(factor) if compression == name else 1.0
     return {"trajectory": [0.3 + 2 * max(0.0, 1 - t / (steps / 3) / stretch) + 0.002 * ((t * 7919) % 13 - 6) / 6
                            for t in range(steps)]}
 
@@ -128,7 +133,7 @@ for line in reader:
         open(gate_path + ".reached", "w").close()
         while not os.path.exists(gate_path):
             time.sleep(0.05)
-    if mode == f"crash:{request['id']}":
+    if mode == f"crash:{request['id']}" or os.environ.get("FAKE_WORKER_CRASH") == str(request["id"]):
         print(f"{worker_module} rank 0: trial {request['id']} failed: RuntimeError: boom", file=sys.stderr, flush=True)
         sys.exit(3)
     if mode == f"hang:{request['id']}":
@@ -152,11 +157,16 @@ for line in reader:
         result["losses"] = {"none": [7.08, 1.0, 0.0406], "fp16": [7.08, 1.0, 0.0450],
                             "powersgd": [7.08, 2.0, 0.39]}[compression]
         result["loss"] = result["losses"][-1]
+        faithful = compression == "fp16" or os.environ.get("FAKE_WORKER_PSGD") == "faithful"
         if compression != "none":
-            result["step_times_s"] = [t / (2 if compression == "fp16" else 3) for t in steps]
-            result.update(fidelity_window(request, compression == "fp16"))
+            name, _, speed = os.environ.get("FAKE_WORKER_SPEED", ":").partition(":")
+            speedup = float(speed) if name == compression else 2 if compression == "fp16" else 3
+            result["step_times_s"] = [t / speedup for t in steps]
+            result.update(fidelity_window(request, faithful))
+            if faithful:
+                result["losses"], result["loss"] = [7.08, 1.0, 0.0450], 0.0450
         if compression == "powersgd":
             result["compression_s"] = 0.004
-            if "trajectory" in result:  # the harmful compressor learns nothing
+            if "trajectory" in result and not faithful:  # the harmful compressor learns nothing
                 result["trajectory"] = [2.3] * len(result["trajectory"])
     send(result)

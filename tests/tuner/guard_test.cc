@@ -138,7 +138,10 @@ TEST_F(GuardTest, NoReferenceRunWhenNothingCompressedIsSearchedOrAResumedOneHasT
   stored.metrics.trajectory = curve(1);
   EXPECT_FALSE(guard_.reference_to_run({stored}, space_));
   // ... and it judges with it: a resumed fp16 trial is ranked again on its inflation
-  std::vector<Measured> resumed{stored, ran(1, compressed(Compression::kFp16), {32, kSteps}, 0.2, 1.5)};
+  GuardPlan measured_both;
+  measured_both.fidelity_steps = kFidelitySteps;
+  measured_both.trajectory_steps = kSteps;
+  std::vector<Measured> resumed{stored, ran(1, compressed(Compression::kFp16), measured_both, 0.2, 1.5)};
   guard_.resume(resumed, {});
   ASSERT_TRUE(resumed[1].metrics.inflation);
   EXPECT_NEAR(resumed[1].metrics.inflation->estimate, 1.5, 0.1);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <thread>
@@ -468,6 +469,88 @@ TEST_F(SessionTest, WhenCommunicationDominatesTheNoteCountsWhatCompressionWouldS
   // fp16 halves it; PowerSGD sends (11700 + 1000) x r floats: 50800 and 812800 bytes at ranks 1 and 16.
   EXPECT_NE(note->find("fp16 (22.3 MiB instead of 44.6 MiB: saves 22.3 MiB)"), std::string::npos) << *note;
   EXPECT_NE(note->find("powersgd ranks 1,16 (0.05 / 0.78 MiB: saves 44.6 / 43.9 MiB)"), std::string::npos) << *note;
+}
+
+
+TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredOnceBeforeAnyGetsASecondCastsFirstThenHighRanks) {
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  options_.space.bucket_mb = {5, 25};
+  options_.space.streams = {1};
+  options_.space.compression = {Compression::kNone, Compression::kPowerSgd, Compression::kFp16};
+  options_.space.powersgd_ranks = {1, 4, 16};
+  options_.compression_searched = true;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  std::vector<std::string> order;
+  for (const auto& t : store_->trials(result.session_id)) {
+    if (t.role != "search") continue;
+    const auto c = config_from_json(t.config_json);
+    order.push_back(c.compression == Compression::kPowerSgd ? fmt::format("powersgd {}", c.powersgd_rank)
+                                                            : std::string(to_string(c.compression)));
+  }
+  // The uncompressed reference (the search's start), then fp16, then PowerSGD from the highest rank
+  // down, each at the search's start (bucket 25): one trial per family before the grid's.
+  ASSERT_GE(order.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 5),
+            (std::vector<std::string>{"none", "fp16", "powersgd 16", "powersgd 4", "powersgd 1"}));
+}
+
+TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndTheSearch) {
+  // powersgd (harmful here) is listed first, so the grid reaches its second config (2 streams, not
+  // run: the verdict is known) before the uncompressed one; trial 1 is held until the budget is spent.
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  const std::string gate = dir_ + "/gate";
+  setenv("FAKE_WORKER_GATE", ("1:" + gate).c_str(), 1);
+  options_.space.compression = {Compression::kPowerSgd, Compression::kNone};
+  options_.space.powersgd_ranks = {4};
+  options_.compression_searched = true;
+  options_.budget_minutes = 0.1;  // 6 s
+  std::thread release([&] {
+    for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+    std::ofstream(gate).put('\n');
+  });
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  release.join();
+  unsetenv("FAKE_WORKER_GATE");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  const auto stored = store_->trials(result.session_id);
+  ASSERT_EQ(stored.size(), 3u);  // the reference, powersgd 1 stream (rejected), powersgd 2 streams (not run)
+  EXPECT_NE(stored[2].error.find("not run"), std::string::npos) << stored[2].error;
+  EXPECT_EQ(config_from_json(stored[2].config_json).streams, 2);
+  bool stopped = false;
+  for (const auto& n : recorder.notes) stopped |= n.find("search stopped after 3 trial(s)") != std::string::npos;
+  EXPECT_TRUE(stopped);  // by the uncompressed 2-stream config, the first that had to run
+}
+
+TEST_F(SessionTest, WhenTheBestCompressedCandidateFailsItsPairsTheBestCertifiedOneIsTriedNotDdpDefaults) {
+  // powersgd (3x, faithful here) ranks first; its first decision pair crashes; fp16 (2x, certified)
+  // goes to the pairs next and is chosen, where DDP's defaults stood before.
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  setenv("FAKE_WORKER_PSGD", "faithful", 1);
+  setenv("FAKE_WORKER_CRASH", "3", 1);  // trials 0-2: the reference, fp16, powersgd; 3: the first pair's candidate
+  options_.space.streams = {1};
+  options_.space.compression = {Compression::kNone, Compression::kFp16, Compression::kPowerSgd};
+  options_.space.powersgd_ranks = {4};
+  options_.compression_searched = true;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  unsetenv("FAKE_WORKER_PSGD");
+  unsetenv("FAKE_WORKER_CRASH");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  std::filesystem::remove_all(result.kept_logs);
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  const Decision& d = decisions.front();
+  EXPECT_EQ(d.config.compression, Compression::kFp16) << d.note;
+  const auto evidence = nlohmann::json::parse(d.evidence_json);
+  EXPECT_EQ(evidence["compressed_candidate"]["candidate"]["compression"], "powersgd") << d.evidence_json;
+  EXPECT_EQ(evidence["guard"]["passed"], true);  // the fallback's own certified verdict
+  EXPECT_NE(d.note.find("the compressed candidate"), std::string::npos) << d.note;
 }
 
 }  // namespace

@@ -26,6 +26,12 @@ nlohmann::json decision_evidence(const TuneOptions& o, const Measured& best, con
   return j;
 }
 
+std::string pair_failure(int pair, const Measured& c, const Measured& b) {
+  if (c.status != "ok") return fmt::format("the candidate failed in pair {}: {}", pair, c.error);
+  if (b.status != "ok") return fmt::format("the DDP-defaults baseline failed in pair {}: {}", pair, b.error);
+  return "";
+}
+
 PairRun pair_of(bool candidate_first, const Measured& c, const Measured& b) {
   PairRun pair;
   pair.candidate_first = candidate_first;

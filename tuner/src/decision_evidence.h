@@ -25,6 +25,10 @@ std::string guard_data(const TuneOptions& options);
 nlohmann::json decision_evidence(const TuneOptions& options, const Measured& best, const std::string& strategy,
                                  size_t measured);
 
+// Why a pair's runs cannot make a pair: "the candidate failed in pair N: ..." or the baseline's
+// failure; "" when both are ok.
+std::string pair_failure(int pair, const Measured& candidate, const Measured& baseline);
+
 // A pair from its two runs, both ok (steps and losses).
 PairRun pair_of(bool candidate_first, const Measured& candidate, const Measured& baseline);
 

@@ -41,6 +41,7 @@ GuardOptions guard_options(const TuneOptions& o) {
   g.active = std::any_of(o.space.compression.begin(), o.space.compression.end(),
                          [](Compression c) { return info(c).changes_numerics; });
   g.trajectory_steps = o.trajectory_steps;
+  g.trajectory_cap = o.trajectory_steps * kTrajectoryCapFactor;
   g.seed = o.seed;
   g.data = guard_data(o);
   return g;
@@ -65,7 +66,7 @@ const Measured* best_exact(const std::vector<Measured>& search) {
 
 ConvergenceGuard::ConvergenceGuard(GuardOptions options, Note note) : o_(std::move(options)), note_(std::move(note)) {}
 
-std::optional<ReferenceRun> ConvergenceGuard::reference_to_run(const std::vector<Measured>& search,
+std::optional<GuardRun> ConvergenceGuard::reference_to_run(const std::vector<Measured>& search,
                                                                 const SearchSpace& space) {
   if (!o_.active) return std::nullopt;
   for (const auto& m : search) {  // a resumed session's uncompressed trajectory, when it stored one
@@ -77,7 +78,7 @@ std::optional<ReferenceRun> ConvergenceGuard::reference_to_run(const std::vector
   // The search's start when it is uncompressed and not measured yet (then it counts as a search
   // trial), else DDP's defaults; either way with the uncompressed trajectory.
   const CommConfig start = space.config_at(space.default_point());
-  ReferenceRun run;
+  GuardRun run;
   run.search = !changes_numerics(start) && std::none_of(search.begin(), search.end(), [&](const Measured& m) {
     return m.config == start;
   });
@@ -102,13 +103,49 @@ void ConvergenceGuard::reference_measured(const Measured& m) {
 }
 
 void ConvergenceGuard::resume(std::vector<Measured>& search, const std::vector<PairTrial>& pairs) {
+  for (const auto& m : search) {
+    if (!changes_numerics(m.config) && m.ranking_cost < kFailedCost && (best_exact_s_ == 0 || m.step_s < best_exact_s_)) {
+      best_exact_s_ = m.step_s;
+    }
+  }
   for (auto& m : search) judge(m);  // against this session's reference
   for (const auto& m : search) keep_window(m);
   for (const auto& p : pairs) keep_window(p.run);
 }
 
+std::vector<Point> ConvergenceGuard::first_points(const SearchSpace& space) const {
+  const auto& names = SearchSpace::knob_names();
+  const auto knob = [&names](const char* name) {
+    return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  const size_t compression = knob("compression"), rank = knob("powersgd_rank");
+  std::vector<std::pair<int, Point>> families;  // (order, point): casts first, then PowerSGD from the highest rank
+  const Point start = space.default_point();
+  for (size_t c = 0; c < space.compression.size(); ++c) {
+    if (!info(space.compression[c]).changes_numerics) continue;
+    for (size_t r = 0; r < (info(space.compression[c]).ranked ? space.powersgd_ranks.size() : 1); ++r) {
+      Point point = start;
+      point[compression] = c;
+      if (info(space.compression[c]).ranked) point[rank] = r;
+      if (windows_.count(numerics_key(space.config_at(point))) > 0) continue;
+      const int order = info(space.compression[c]).ranked ? kMaxPowerSgdRank + 1 - space.powersgd_ranks[r] : 0;
+      families.emplace_back(order, point);
+    }
+  }
+  std::stable_sort(families.begin(), families.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Point> points;
+  for (auto& family : families) points.push_back(std::move(family.second));
+  return points;
+}
+
 GuardPlan ConvergenceGuard::before(const CommConfig& config, TrialMode mode, bool search) const {
   GuardPlan plan;
+  if (extending_) {  // the run extension() asked for: its trajectory only, judged in after()
+    plan.extension = true;
+    plan.trajectory_steps = pending_->steps;
+    if (extending_numerics_) plan.window = pending_->numerics;
+    return plan;
+  }
   plan.judged = search;
   if (mode == TrialMode::kDdp && changes_numerics(config)) {
     const auto window = windows_.find(numerics_key(config));
@@ -137,6 +174,10 @@ void ConvergenceGuard::after(const GuardPlan& plan, bool ran, Measured& m) {
       cost_.trajectory_s += *m.metrics.trajectory_s;
     }
   }
+  if (plan.extension) {
+    extended(plan, ran, m);
+    return;
+  }
   if (!plan.window.empty() && (ran || plan.skip)) {
     const Window& w = windows_.at(plan.window);
     carry(m.metrics, w.ordinal, w.metrics);
@@ -152,15 +193,120 @@ void ConvergenceGuard::after(const GuardPlan& plan, bool ran, Measured& m) {
     }
   }
   if (!plan.judged) return;
+  if (!changes_numerics(m.config) && m.ranking_cost < kFailedCost && (best_exact_s_ == 0 || m.step_s < best_exact_s_)) {
+    best_exact_s_ = m.step_s;
+  }
   judge(m);  // before it is stored: the verdict is part of the trial
   keep_window(m);
 }
 
-void ConvergenceGuard::keep_window(const Measured& m) {
-  if (changes_numerics(m.config) && has_window(m.metrics)) windows_.try_emplace(numerics_key(m.config), Window{m.ordinal, m.metrics});
+void ConvergenceGuard::extended(const GuardPlan& plan, bool ran, Measured& m) {
+  extending_ = false;
+  const int steps = pending_->steps;
+  const bool got = ran && static_cast<int>(m.metrics.trajectory.size()) >= steps;
+  if (!got) {
+    decline(fmt::format("its extension run (trial {}) gave no {}-step trajectory{}", m.ordinal, steps,
+                        m.error.empty() ? "" : ": " + m.error));
+    return;
+  }
+  if (plan.window.empty()) {  // the reference's: the numerics' run is next
+    reference_->trajectory = m.metrics.trajectory;
+    return;
+  }
+  Window& w = windows_.at(plan.window);
+  w.metrics.trajectory = m.metrics.trajectory;
+  w.metrics.trajectory_finite = m.metrics.trajectory_finite;
+  w.metrics.trajectory_trial = m.ordinal;
+  Extension done = *pending_;
+  if (const auto before = extended_.find(plan.window); before != extended_.end()) {
+    done.from = before->second.from;  // the first length, and why it was first extended
+    done.why = before->second.why;
+  }
+  extended_[plan.window] = done;
+  pending_.reset();
+  rejudge_ = plan.window;
+  // The run itself is stored with the verdict on the extended trajectories.
+  carry(m.metrics, w.ordinal, w.metrics);
+  m.metrics.trajectory_trial.reset();  // its own
+  judge(m);
+  w.metrics.guard = m.metrics.guard;
+  w.metrics.inflation = m.metrics.inflation;
 }
 
-void ConvergenceGuard::judge(Measured& m) const {
+std::optional<GuardRun> ConvergenceGuard::extension(std::vector<Measured>& search) {
+  if (rejudge_) {
+    const std::string key = *rejudge_;
+    rejudge_.reset();
+    const Window& w = windows_.at(key);
+    for (auto& m : search) {
+      if (!changes_numerics(m.config) || numerics_key(m.config) != key || m.step_s == kFailedCost) continue;
+      carry(m.metrics, w.ordinal, w.metrics);
+      if (m.ordinal == w.ordinal) m.metrics.fidelity_trial.reset();  // the window is its own
+      m.ranking_cost = m.step_s;
+      judge(m);
+    }
+  }
+  if (!pending_) return std::nullopt;
+  const int steps = pending_->steps;
+  GuardRun run;
+  extending_ = true;
+  extending_numerics_ = static_cast<int>(reference_->trajectory.size()) >= steps;
+  if (!extending_numerics_) {
+    run.config = CommConfig{};
+    run.label = fmt::format("DDP defaults (the convergence guard's reference, trajectory extended to {} steps)", steps);
+    run.expected_s = reference_->trajectory_s.value_or(0) * steps / std::max<size_t>(1, reference_->trajectory.size());
+    return run;
+  }
+  const Window& w = windows_.at(pending_->numerics);
+  run.config = w.config;
+  run.search = true;
+  run.label = fmt::format("{} (the convergence guard: trajectory extended to {} steps)", w.config.describe(), steps);
+  run.expected_s = w.metrics.trajectory_s.value_or(0) * steps / std::max<size_t>(1, w.metrics.trajectory.size());
+  return run;
+}
+
+void ConvergenceGuard::decline(const std::string& why) {
+  if (!pending_) return;
+  extending_ = false;
+  Extension declined = *pending_;
+  declined.declined = why;
+  if (const auto before = extended_.find(declined.numerics); before != extended_.end()) {
+    declined.from = before->second.from;
+    declined.steps = before->second.steps;
+    declined.why = before->second.why;
+  } else {
+    declined.steps = declined.from;
+  }
+  extended_[declined.numerics] = declined;
+  rejudge_ = declined.numerics;
+  pending_.reset();
+  note_(fmt::format("  convergence guard: the trajectories of {} are not extended: {}", declined.numerics, why));
+}
+
+// Why the verdict on `m` is undecided, "" when it is decided: it passed, and the step speedup over
+// the reference clears the bar divided by its inflation's estimate but not by the interval's upper end.
+std::string ConvergenceGuard::undecided_why(const TrialMetrics& m) const {
+  if (!reference_ || !m.inflation || m.inflation->kind != InflationKind::kMeasured || m.p50_s <= 0 ||
+      m.guard.value("passed", false) != true) {
+    return "";
+  }
+  const double speedup = reference_->p50_s / m.p50_s;
+  const double bar = best_exact_s_ > 0 ? std::max(1.0, reference_->p50_s / best_exact_s_) : 1.0;
+  const Inflation& i = *m.inflation;
+  if (!(speedup / i.estimate > bar) || speedup / i.high > bar) return "";
+  return fmt::format("step speedup {:.2f}x over the reference: {:.2f}x effective on the inflation's estimate {:.2f}, "
+                     "{:.2f}x on its upper end {}, against a bar of {:.2f}",
+                     speedup, speedup / i.estimate, i.estimate, speedup / i.high,
+                     std::isfinite(i.high) ? fmt::format("{:.2f}", i.high) : std::string("(unbounded)"), bar);
+}
+
+void ConvergenceGuard::keep_window(const Measured& m) {
+  if (changes_numerics(m.config) && has_window(m.metrics)) {
+    windows_.try_emplace(numerics_key(m.config), Window{m.ordinal, m.metrics, m.config});
+  }
+}
+
+void ConvergenceGuard::judge(Measured& m) {
   if (!changes_numerics(m.config) || m.step_s == kFailedCost || !reference_) return;
   GuardVerdict verdict = judge_convergence(m.metrics, *reference_);
   InflationOptions inflation_options;
@@ -169,12 +315,34 @@ void ConvergenceGuard::judge(Measured& m) const {
   m.metrics.inflation = inflation;
   verdict.evidence["data"] = o_.data;
   verdict.evidence["trajectory_steps"] = static_cast<int>(m.metrics.trajectory.size());
+  const std::string key = numerics_key(m.config);
+  if (const auto e = extended_.find(key); e != extended_.end()) {
+    verdict.evidence["extended"] = {{"from_steps", e->second.from}, {"to_steps", e->second.steps}, {"why", e->second.why}};
+    if (!e->second.declined.empty()) verdict.evidence["extended"]["declined"] = e->second.declined;
+  }
   m.metrics.guard = verdict.evidence;
+  const std::string undecided = verdict.passed ? undecided_why(m.metrics) : "";
+  if (!undecided.empty()) m.metrics.guard["undecided"] = undecided;
   if (!verdict.passed) {
     m.ranking_cost = kFailedCost;
     m.status = "failed";
     m.error = "convergence guard: " + verdict.reason;
     note_(fmt::format("  {} rejected by the convergence guard: {}", m.config.describe(), verdict.reason));
+  } else if (!undecided.empty()) {
+    // Not ranked until more evidence decides it; never chosen while undecided.
+    m.ranking_cost = kFailedCost;
+    const int steps = static_cast<int>(m.metrics.trajectory.size());
+    const auto e = extended_.find(key);
+    const bool declined = e != extended_.end() && !e->second.declined.empty();
+    if (!pending_ && !declined && steps < o_.trajectory_cap) {
+      pending_ = Extension{key, steps, std::min(o_.trajectory_cap, 2 * steps), undecided, ""};
+      note_(fmt::format("  {}: the convergence guard cannot decide on {} steps ({}): its trajectories are extended "
+                        "to {} steps",
+                        m.config.describe(), steps, undecided, pending_->steps));
+    } else if (pending_ == std::nullopt || pending_->numerics != key) {
+      note_(fmt::format("  {} not chosen: the convergence guard's verdict is undecided on {} steps ({})",
+                        m.config.describe(), steps, undecided));
+    }
   } else if (!inflation.finite_upper()) {
     // Not ranked: nothing bounds how many more steps it needs (decision_rule.h).
     m.ranking_cost = kFailedCost;
@@ -206,6 +374,19 @@ CandidateEvidence ConvergenceGuard::evidence_for(const Measured& candidate, cons
     e.bar = std::max(1.0, defaults->ranking_cost / exact->ranking_cost);
   }
   return e;
+}
+
+const Measured* ConvergenceGuard::fallback(const std::vector<CommConfig>& rejected,
+                                           const std::vector<Measured>& search) const {
+  const Measured* best = nullptr;
+  for (const auto& m : search) {
+    const bool tried = std::any_of(rejected.begin(), rejected.end(), [&m](const CommConfig& c) {
+      return numerics_key(c) == numerics_key(m.config);
+    });
+    if (m.ranking_cost == kFailedCost || tried) continue;
+    if (best == nullptr || m.ranking_cost < best->ranking_cost) best = &m;
+  }
+  return best;
 }
 
 std::string ConvergenceGuard::fastest_step_note(const Measured& best, const std::vector<Measured>& search) const {

@@ -8,14 +8,27 @@
 //   - the window and trajectory per numerics (numerics_key): the first search trial of a numerics
 //     measures them, every later trial of it (search or decision pair) carries them and names the
 //     trial that measured them;
+//   - the order: before the search strategy's own points, one trial per numerics family asked for
+//     (each compression, each PowerSGD rank) that has no verdict yet, at the search's start with
+//     that family's numerics: casts first (their curves follow the uncompressed one, one trajectory
+//     decides), then PowerSGD from the highest rank down (the nearer to exact, the likelier one
+//     trajectory decides). So every family is measured before any gets a second trial;
 //   - the verdicts: each search trial of a compressed config is judged; a later search trial of a
-//     numerics it rejected is not run (the verdict could not differ) and is stored as failed;
+//     numerics it rejected is not run (the verdict could not differ) and is stored as failed; such a
+//     skip costs no time and never ends the search (session.cc checks the budget only before a run);
+//   - more evidence for an undecided verdict: when the inflation interval is too wide to decide (the
+//     step speedup over the reference divided by the point estimate clears the bar, divided by the
+//     upper end it does not), the reference's and that numerics' trajectories are run again, twice as
+//     long, up to kTrajectoryCapFactor x T (convergence_guard.h), within the budget, and every trial
+//     of that numerics is judged again on them; one still undecided is not ranked (never chosen),
+//     and its verdict says why ("undecided");
 //   - the ranking: a compressed config is ranked by its step x the upper end of its inflation, or not
-//     at all when that end is unbounded (decision_rule.h);
+//     at all when that end is unbounded or its verdict is undecided (decision_rule.h); a certified
+//     verdict (passed and decided) makes a config a fallback when the decision rejects a candidate;
 //   - its cost: the windows and trajectories the workers timed ("fidelity_s", "trajectory_s").
 // The session calls it before a trial (what to measure, or the known verdict), after it (carry,
-// count, judge) and at the end (its cost; the candidate's inflation and bar; why the fastest step
-// was not ranked first).
+// count, judge; extend what is undecided) and at the end (its cost; the candidate's inflation and
+// bar; the fallback; why the fastest step was not ranked first).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +39,7 @@
 #include <vector>
 
 #include "acspeed/config.h"
+#include "acspeed/tuner/convergence_guard.h"
 #include "acspeed/tuner/search_space.h"
 #include "acspeed/tuner/session.h"
 #include "decision_rule.h"
@@ -37,6 +51,7 @@ namespace acspeed::tuner {
 struct GuardOptions {
   bool active = false;        // a compression that changes numerics is searched
   int trajectory_steps = 0;   // T of every trajectory (TuneOptions::trajectory_steps)
+  int trajectory_cap = 0;     // steps an extended trajectory may reach (kTrajectoryCapFactor x T)
   uint64_t seed = 0;          // the inflation bootstrap's (the session's seed)
   std::string data;           // how the trajectories' batches are made, as the verdict records it
 };
@@ -51,6 +66,7 @@ const Measured* best_exact(const std::vector<Measured>& search);
 
 // What one trial measures for the guard, decided before it runs.
 struct GuardPlan {
+  bool extension = false;    // one of the guard's own runs that extends a trajectory (see extension())
   int fidelity_steps = 0;    // the request's: > 0 measures the window
   int trajectory_steps = 0;  // the request's: > 0 runs the trajectory
   bool judged = false;       // a search trial: judged after it runs
@@ -58,12 +74,13 @@ struct GuardPlan {
   bool skip = false;         // not run: its numerics was rejected on that window and trajectory
 };
 
-// The run that gives the guard its reference.
-struct ReferenceRun {
+// A run the guard asks for: its reference, or the extension of a trajectory.
+struct GuardRun {
   CommConfig config;
-  bool search = false;                    // the search's start: a search trial, measured_ keeps it
-  std::optional<size_t> candidate_index;  // its ordinal in the space, when a search trial
+  bool search = false;                    // a search trial (role search); else role baseline
+  std::optional<size_t> candidate_index;  // its ordinal in the space, when a search trial of it
   std::string label;
+  double expected_s = 0;                  // an extension: what its trajectory should take (s)
 };
 
 class ConvergenceGuard {
@@ -74,7 +91,7 @@ class ConvergenceGuard {
   // Before the search: nullopt when no reference run is needed (nothing compressed is searched, or a
   // resumed search result has the uncompressed trajectory: adopted), else the run to make; its
   // result goes to reference_measured(), which throws Error when it gave no trajectory.
-  std::optional<ReferenceRun> reference_to_run(const std::vector<Measured>& search, const SearchSpace& space);
+  std::optional<GuardRun> reference_to_run(const std::vector<Measured>& search, const SearchSpace& space);
   void reference_measured(const Measured& run);
   // A resumed session's trials: its search results judged again against the reference, and the
   // windows they and the stored decision-pair runs measured, kept for reuse.
@@ -82,15 +99,26 @@ class ConvergenceGuard {
 
   // Before a trial of `config` (`search`: a search trial).
   GuardPlan before(const CommConfig& config, TrialMode mode, bool search) const;
+  // The search's first points: one per numerics family asked for without a verdict (see above).
+  std::vector<Point> first_points(const SearchSpace& space) const;
   // After it (`ran`: the workers answered, m.metrics are theirs; or plan.skip): counts what the
   // workers timed, carries the window, fills a skipped trial, judges a search trial (its verdict,
   // inflation, status and ranking_cost) and keeps the window it measured.
   void after(const GuardPlan& plan, bool ran, Measured& m);
+  // After a search trial: the next run that extends an undecided verdict (the reference's trajectory
+  // first, then the numerics'), or nullopt; `search` (the session's results) is judged again once a
+  // numerics' trajectory was extended. decline() gives the pending extension up (the budget), with why.
+  std::optional<GuardRun> extension(std::vector<Measured>& search);
+  void decline(const std::string& why);
 
   // At the end: what the guard added to the session (nullopt when nothing), against its wall time.
   std::optional<std::string> cost_note(double session_s) const;
   // The candidate's inflation and the bar of the decision rule (decision_rule.h).
   CandidateEvidence evidence_for(const Measured& candidate, const std::vector<Measured>& search) const;
+  // When the decision rejected the configs `rejected`: the best-ranked search result whose verdict is
+  // certified (an exact config, or a compressed one that passed with a bounded, decided inflation: a
+  // ranked one) of a numerics none of them had; nullptr when there is none.
+  const Measured* fallback(const std::vector<CommConfig>& rejected, const std::vector<Measured>& search) const;
   // "; the fastest step, CONFIG (STEP), was ranked lower|out: its step inflation is ..." when a
   // compressed config had the fastest step and is not `best`; "" otherwise.
   std::string fastest_step_note(const Measured& best, const std::vector<Measured>& search) const;
@@ -99,14 +127,29 @@ class ConvergenceGuard {
   struct Window {
     int64_t ordinal = 0;  // the trial that measured it
     TrialMetrics metrics;
+    CommConfig config;    // its config (an extension runs it again)
   };
-  void judge(Measured& m) const;
+  // An undecided verdict's extension: from the trajectory's steps to `steps`, and why.
+  struct Extension {
+    std::string numerics;
+    int from = 0, steps = 0;
+    std::string why;
+    std::string declined;  // why it was given up ("" when made)
+  };
+  void judge(Measured& m);
+  void extended(const GuardPlan& plan, bool ran, Measured& m);
   void keep_window(const Measured& m);
-
+  std::string undecided_why(const TrialMetrics& m) const;  // "" when the verdict is decided
   GuardOptions o_;
   Note note_;
   std::optional<TrialMetrics> reference_;
   bool reference_pending_ = false;
+  double best_exact_s_ = 0;                   // the fastest uncompressed search step so far (the bar)
+  std::optional<Extension> pending_;          // an extension asked for, not finished
+  std::map<std::string, Extension> extended_;  // by numerics: the extensions made (or declined)
+  bool extending_ = false;                    // the next trial is the run extension() returned
+  bool extending_numerics_ = false;           // ... of the numerics (else of the reference)
+  std::optional<std::string> rejudge_;        // a numerics whose search trials extension() judges again
   std::map<std::string, Window> windows_;  // by numerics_key, the first measured
   struct Cost {
     int windows = 0, trajectories = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "acspeed/tuner/convergence_guard.h"
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
@@ -61,9 +62,9 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
                               o.warmup, o.steps, o.trial_timeout_s, o.repeats));
   if (o.compression_searched) {
     lines.push_back(fmt::format("  compression: the convergence guard trains {}-step loss trajectories (one per "
-                                "numerics, one uncompressed) on {}; configs are ranked by p50 x the upper end of "
-                                "their step inflation",
-                                o.trajectory_steps, guard_data(o)));
+                                "numerics, one uncompressed) on {}, up to {} steps where the inflation cannot "
+                                "decide; configs are ranked by p50 x the upper end of their step inflation",
+                                o.trajectory_steps, guard_data(o), o.trajectory_steps * kTrajectoryCapFactor));
   }
   if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
   if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -45,11 +44,13 @@ class Session {
   void calibrate_model();
   void remember(const std::string& role, const CommConfig& config, const TrialMetrics& metrics);
   std::optional<double> bound_of(const CommConfig& config) const;
-  bool budget_allows(int trials_ahead) const;
+  bool budget_allows(int trials_ahead, double extra_s = 0) const;
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
   std::vector<PairRun> run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because);
   void search();
+  bool measure(const Point& point);
+  void extend_guard();
   void report_search() const;
   void hint_compression() const;
   void start_guard();
@@ -131,11 +132,10 @@ void Session::open_session() {
   session_id_ = store_.create_session(new_session_record(o_, hello_, fp_, strategy_name_));
 }
 
-bool Session::budget_allows(int trials_ahead) const {
+bool Session::budget_allows(int trials_ahead, double extra_s) const {
   if (o_.budget_minutes <= 0 || trial_walls_.empty()) return true;
   const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
-  const double per_trial = median(trial_walls_);
-  return elapsed + per_trial * trials_ahead <= o_.budget_minutes * 60.0;
+  return elapsed + median(trial_walls_) * trials_ahead + extra_s <= o_.budget_minutes * 60.0;
 }
 
 Measured Session::run_trial(const CommConfig& config, const std::string& role, std::optional<int> pair,
@@ -187,13 +187,7 @@ Measured Session::run_trial(const CommConfig& config, const std::string& role, s
   if (m.status != "ok") any_failed_ = true;
 
   if (m.status == "ok") remember(role, config, m.metrics);
-  TrialEvent event;
-  event.ordinal = record.ordinal;
-  event.role = role;
-  event.label = label;
-  event.status = m.status;
-  event.error = m.error;
-  event.metrics = m.metrics;
+  TrialEvent event{record.ordinal, role, label, m.status, m.error, m.metrics};
   if (m.status == "ok" && mode != TrialMode::kComputeOnly) {
     const Prediction p = predict(model_, config);
     if (p.ok) {
@@ -225,6 +219,32 @@ void Session::start_guard() {
     if (reference->search) measured_.push_back(std::move(m));
   }
   guard_.resume(measured_, stored_pair_trials_);
+  extend_guard();
+}
+
+// The guard's runs that extend an undecided verdict's trajectories, while the budget allows them.
+void Session::extend_guard() {
+  while (const auto run = guard_.extension(measured_)) {
+    if (!budget_allows(2 * o_.repeats, run->expected_s)) {
+      guard_.decline(fmt::format("the time budget of {:g} min", o_.budget_minutes));
+      continue;
+    }
+    run_trial(run->config, run->search ? "search" : "baseline", std::nullopt, std::nullopt, run->label);
+  }
+}
+
+// Measures search point `point`; false when the budget ends the search first.
+bool Session::measure(const Point& point) {
+  const CommConfig config = o_.space.config_at(point);
+  // Keep room for this trial and the decision's pairs; a trial the guard does not run costs nothing.
+  if (trials_run_ > 0 && !guard_.before(config, TrialMode::kDdp, true).skip && !budget_allows(1 + 2 * o_.repeats)) {
+    observer_.note(fmt::format("time budget of {:g} min: search stopped after {} trial(s)", o_.budget_minutes,
+                               trials_run_));
+    return false;
+  }
+  measured_.push_back(run_trial(config, "search", std::nullopt, o_.space.ordinal_of(point), config.describe()));
+  extend_guard();
+  return true;
 }
 
 void Session::search() {
@@ -237,21 +257,15 @@ void Session::search() {
     return Forecast{p.step_s, p.bound_s, p.reliable};
   };
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
-  while (auto point = strategy->next()) {
-    const CommConfig config = o_.space.config_at(*point);
-    if (const Measured* known = find(config)) {
+  bool go = true;  // every numerics family first (guard.h), then the strategy's points, until the budget ends
+  for (const Point& p : guard_.first_points(o_.space)) go = go && (find(o_.space.config_at(p)) || measure(p));
+  while (auto point = go ? strategy->next() : std::nullopt) {
+    if (const Measured* known = find(o_.space.config_at(*point))) {
       strategy->report(*point, known->ranking_cost);
       continue;
     }
-    // Keep room for this trial and the decision's pairs.
-    if (trials_run_ > 0 && !budget_allows(1 + 2 * o_.repeats)) {
-      observer_.note(fmt::format("time budget of {:g} min: search stopped after {} trial(s)", o_.budget_minutes,
-                                 trials_run_));
-      break;
-    }
-    Measured m = run_trial(config, "search", std::nullopt, o_.space.ordinal_of(*point), config.describe());
-    strategy->report(*point, m.ranking_cost);
-    measured_.push_back(std::move(m));
+    if (!measure(*point)) break;
+    strategy->report(*point, measured_.back().ranking_cost);
   }
   if (const std::string summary = strategy->summary(); !summary.empty()) {
     observer_.note(fmt::format("{} strategy: {}", strategy_name_, summary));
@@ -295,17 +309,8 @@ std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int first_i
           run_trial(is_candidate ? candidate : baseline, is_candidate ? "candidate" : "baseline", i, std::nullopt,
                     fmt::format("pair {} {}", n + 1, is_candidate ? candidate.describe() : "DDP defaults"));
     }
-    const Measured& c = runs[0];
-    const Measured& b = runs[1];
-    if (c.status != "ok") {
-      stopped_because = fmt::format("the candidate failed in pair {}: {}", n + 1, c.error);
-      break;
-    }
-    if (b.status != "ok") {
-      stopped_because = fmt::format("the DDP-defaults baseline failed in pair {}: {}", n + 1, b.error);
-      break;
-    }
-    PairRun pair = pair_of(candidate_first, c, b);
+    if (stopped_because = pair_failure(n + 1, runs[0], runs[1]); !stopped_because.empty()) break;
+    PairRun pair = pair_of(candidate_first, runs[0], runs[1]);
     stopped_because = pair_rejection(candidate, pair, rule);
     pairs.push_back(std::move(pair));
   }
@@ -341,23 +346,26 @@ void Session::decide() {
   evidence["speedups"] = verdict.speedups;
   CommConfig chosen = verdict.accepted ? best.config : CommConfig{};
   std::string note = verdict.note;
-  // A compressed candidate that fails: the best non-compressing config goes to the pairs instead.
-  const Measured* exact = best_exact(measured_);
-  if (!verdict.accepted && changes_numerics(best.config) && exact != nullptr && !exact->config.is_default()) {
-    evidence["compressed_candidate"] = {{"candidate", best.config},
-                                        {"pairs", pairs},
-                                        {"speedups", verdict.speedups},
-                                        {"note", verdict.note}};
+  // A compressed candidate that fails: the best certified config of another numerics goes to the
+  // pairs instead (guard.h), until one is accepted or an exact one was tried.
+  std::vector<CommConfig> rejected{best.config};
+  const std::string compressed_note = verdict.note.substr(std::min(verdict.note.size(), verdict.note.find("candidate ")));
+  for (const Measured* next = nullptr; !verdict.accepted && changes_numerics(rejected.back()) &&
+                                       (next = guard_.fallback(rejected, measured_)) && !next->config.is_default();) {
+    if (rejected.size() == 1) {
+      evidence["compressed_candidate"] = {{"candidate", best.config}, {"pairs", pairs}, {"speedups", verdict.speedups},
+                                          {"note", verdict.note}};
+    }
     std::string stopped;
-    const std::vector<PairRun> exact_pairs = run_pairs(exact->config, o_.repeats, stopped);
-    const Verdict fallback = judge(exact->config, exact_pairs, stopped, rule, guard_.evidence_for(*exact, measured_));
-    evidence["candidate"] = exact->config;
-    evidence["guard"] = nullptr;
-    evidence["pairs"] = exact_pairs;
-    evidence["speedups"] = fallback.speedups;
-    note = fmt::format("{} (the compressed {})", fallback.note, verdict.note.substr(verdict.note.find("candidate ")));
-    chosen = fallback.accepted ? exact->config : CommConfig{};
-    verdict = fallback;
+    pairs = run_pairs(next->config, static_cast<int>(rejected.size()) * o_.repeats, stopped);
+    verdict = judge(next->config, pairs, stopped, rule, guard_.evidence_for(*next, measured_));
+    evidence["candidate"] = next->config;
+    evidence["guard"] = next->metrics.guard;  // null for a config that changes no numerics
+    evidence["pairs"] = pairs;
+    evidence["speedups"] = verdict.speedups;
+    note = fmt::format("{} (the compressed {})", verdict.note, compressed_note);
+    chosen = verdict.accepted ? next->config : CommConfig{};
+    rejected.push_back(next->config);
   }
   note += guard_.fastest_step_note(best, measured_);
   decision.config = chosen;
@@ -428,13 +436,7 @@ SessionResult Session::run() {
   result.session_id = session_id_;
   result.trials_stored = next_ordinal_;
   const bool failed = result.status == SessionResult::Status::kFailed && !result.usage_error;
-  if (any_failed_ || failed) {
-    remove_torchrun_logs(work_dir_);
-    result.kept_logs = work_dir_;
-  } else {
-    std::error_code ec;
-    std::filesystem::remove_all(work_dir_, ec);
-  }
+  result.kept_logs = close_work_dir(work_dir_, any_failed_ || failed);
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "acspeed/error.h"
+#include "acspeed/tuner/convergence_guard.h"
 
 namespace acspeed::tuner {
 
@@ -17,6 +18,16 @@ std::string make_work_dir() {
   std::string pattern = "/tmp/acspeed-tune-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) ACS_THROW(Error, "cannot create a work folder under /tmp: {}", std::strerror(errno));
   return pattern;
+}
+
+std::string close_work_dir(const std::string& work_dir, bool keep) {
+  if (keep) {
+    remove_torchrun_logs(work_dir);
+    return work_dir;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(work_dir, ec);
+  return "";
 }
 
 WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
@@ -28,9 +39,11 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
                    "--image-size", std::to_string(o.image_size),
                    "--precision",  std::string(to_string(o.precision))};
   if (!o.data.empty()) l.worker_args.insert(l.worker_args.end(), {"--data", o.data});
-  // The trajectories' batches are made when the workers start (convergence_guard.h).
+  // The trajectories' batches are made when the workers start, as many as an extended trajectory
+  // may need (convergence_guard.h).
   if (o.compression_searched) {
-    l.worker_args.insert(l.worker_args.end(), {"--trajectory-steps", std::to_string(o.trajectory_steps)});
+    l.worker_args.insert(l.worker_args.end(),
+                         {"--trajectory-steps", std::to_string(o.trajectory_steps * kTrajectoryCapFactor)});
   }
   l.nnodes = o.nnodes;
   l.node_rank = o.node_rank;

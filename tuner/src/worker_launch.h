@@ -13,6 +13,10 @@ namespace acspeed::tuner {
 // bytes); Error when none can be made.
 std::string make_work_dir();
 
+// Keeps the work folder (its worker logs, without torchrun's own folders) when `keep`, and returns its
+// path; else removes it and returns "".
+std::string close_work_dir(const std::string& work_dir, bool keep);
+
 // The launch for `options`' model and node, its sockets and logs in `work_dir`.
 WorkerLaunch make_launch(const TuneOptions& options, const std::string& work_dir);
 

@@ -52,6 +52,11 @@ namespace acspeed::tuner {
 // Check steps of the gradient-fidelity window (a).
 inline constexpr int kFidelitySteps = 32;
 
+// (b)'s trajectories of T steps are run again longer, up to this many times T, when the step
+// inflation they give is too uncertain to decide (tuner/src/guard.h); the workers make that many
+// batches when they start.
+inline constexpr int kTrajectoryCapFactor = 2;
+
 struct GuardThresholds {
   double min_cosine = 0.7;       // (a) cosine of the window sums
   double max_norm_error = 0.45;  // (a) relative error of the window sum's norm
