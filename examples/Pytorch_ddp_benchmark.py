@@ -99,8 +99,8 @@ def compression_start_step(ddp) -> int:
     step); 0 when it compresses from the first step, or not at all, or acspeed is not imported."""
     if "acspeed" not in sys.modules:
         return 0
-    from acspeed import hooks  # noqa: PLC0415 - only with `import acspeed`
-    state = hooks.state_of(ddp)
+    from acspeed import _patch  # noqa: PLC0415 - only with `import acspeed`
+    state = _patch.state_of(ddp)
     return state.powersgd.start_step if state is not None and state.powersgd is not None else 0
 
 
@@ -174,11 +174,12 @@ def main(argv=None) -> None:
     loss_fn = torch.nn.CrossEntropyLoss()
     probe = None
     if args.profile:
-        from acspeed import hooks  # noqa: PLC0415
+        import acspeed  # noqa: PLC0415
+        from acspeed import _patch  # noqa: PLC0415
         from acspeed.probes import StepProbe  # noqa: PLC0415
         probe = StepProbe(ddp)
-        if hooks.state_of(ddp) is not None:  # acspeed's hook reports per-bucket times
-            hooks.attach_observer(ddp, probe)
+        if _patch.state_of(ddp) is not None:  # acspeed's hook reports per-bucket times
+            acspeed.attach_observer(ddp, probe)
 
     def step(probe=None):
         optimizer.zero_grad(set_to_none=True)

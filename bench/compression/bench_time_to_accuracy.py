@@ -104,7 +104,7 @@ def train(args) -> None:
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
     import acspeed  # noqa: F401, PLC0415 - the one line; ACSPEED_DISABLE=1 turns it off
-    from acspeed import hooks  # noqa: PLC0415 - to record the config the run applied
+    from acspeed import _patch  # noqa: PLC0415 - to record the config the run applied
     import digits  # noqa: PLC0415
 
     dist.init_process_group("gloo")
@@ -114,7 +114,7 @@ def train(args) -> None:
     # first bucket at the same size; bench/runtime/hooks_vs_stock.py); every other run: DDP's defaults.
     one_bucket = {"bucket_cap_mb": 64} if (args.stock_hook or "").startswith("powersgd") else {}
     ddp = torch.nn.parallel.DistributedDataParallel(net, **one_bucket)
-    state = hooks.state_of(ddp)  # None: DDP runs without acspeed's hook (disabled, or a hookless config)
+    state = _patch.state_of(ddp)  # None: DDP runs without acspeed's hook (disabled, or a hookless config)
     applied = json.loads(state.config.to_json()) if state is not None else None
     if args.stock_hook:
         if applied is not None:

@@ -1,7 +1,7 @@
 """Which loss signal lets the convergence guard's short trajectories see what long runs see?
 (issue 26) On resnet18 / scikit-learn's digits (--model: a 1000- or a 10-output head), 2 ranks on
 gloo (loopback: only the numerics matter here, not the speed), this records the guard's trajectories
-with the worker's own model, batches and optimizer (acspeed.worker.Trainer: --data digits:batches,
+with the worker's own model, batches and optimizer (acspeed._worker.worker.Trainer: --data digits:batches,
 SGD lr 0.01 momentum 0.9, compression from the first step) for DDP's defaults, fp16 and PowerSGD at
 --ranks, and two signals per step:
 

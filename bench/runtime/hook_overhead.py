@@ -42,7 +42,7 @@ def worker(rank: int, world_size: int, store: str, args, results) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
     import torchvision  # noqa: PLC0415
-    import acspeed.hooks  # noqa: PLC0415
+    import acspeed._patch  # noqa: PLC0415
     from acspeed import _runtime  # noqa: PLC0415
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
 
@@ -57,7 +57,7 @@ def worker(rank: int, world_size: int, store: str, args, results) -> None:
             torch.manual_seed(0)
             ddp = DDP(torchvision.models.resnet18(num_classes=10), bucket_cap_mb=bucket_mb)
             if name == "acspeed":
-                acspeed.hooks.install(ddp, flat, dist.group.WORLD)
+                acspeed._patch.install_hook(ddp, flat, dist.group.WORLD)
             models[name] = (ddp, torch.optim.SGD(ddp.parameters(), lr=0.01))
         for name in models:  # warm-up, including DDP's bucket rebuild after the first step
             block(*models[name], data, 3)

@@ -58,7 +58,7 @@ def _report(record: dict, key: str, samples: dict, old_name: str, new_name: str)
 
 
 def pieces(record: dict, flats, pairs: int) -> None:
-    from acspeed.hooks import _nonfinite  # noqa: PLC0415
+    from acspeed.engine.state import _nonfinite  # noqa: PLC0415
     print("1. old engine vs current, per step (thread CPU time):")
     for dtype in (torch.float16, torch.bfloat16):
         name = str(dtype).replace("torch.", "")
@@ -73,7 +73,7 @@ def pieces(record: dict, flats, pairs: int) -> None:
 
 
 def hook_calls(record: dict, flats, pairs: int) -> None:
-    import acspeed.hooks  # noqa: PLC0415
+    import acspeed.engine.state  # noqa: PLC0415
     from acspeed import _runtime  # noqa: PLC0415
     print("2. one step of hook calls, acspeed's vs torch's (process CPU time, one-rank gloo group):")
     group = dist.group.WORLD
@@ -84,14 +84,14 @@ def hook_calls(record: dict, flats, pairs: int) -> None:
         config, warnings = _runtime.core().CommConfig.from_json(json.dumps(
             {"version": 1, "algorithm": "allreduce", "streams": 1, "compression": compression}))
         assert not warnings, warnings
-        state = acspeed.hooks.HookState.create(config, group, params)
+        state = acspeed.engine.state.HookState.create(config, group, params)
         buckets = [FakeBucket(i, flat, i == len(flats) - 1) for i, flat in enumerate(flats)]
 
         def run(hook, hook_state):
             futures = [hook(hook_state, bucket) for bucket in buckets]
             for future in futures:
                 future.wait()
-        samples = _alternate(pairs, lambda: run(stock, group), lambda: run(acspeed.hooks.comm_hook, state),
+        samples = _alternate(pairs, lambda: run(stock, group), lambda: run(acspeed.engine.state.comm_hook, state),
                              time.process_time)
         assert state.guard_fallbacks == 0
         state.close()

@@ -105,7 +105,7 @@ def _wrap(side: dict, make_model):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook  # noqa: PLC0415
     from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415
 
-    import acspeed.hooks  # noqa: PLC0415
+    import acspeed._patch  # noqa: PLC0415
     from acspeed import _runtime  # noqa: PLC0415
 
     os.environ["ACSPEED_DISABLE"] = "1"
@@ -132,7 +132,7 @@ def _wrap(side: dict, make_model):
     config, warnings = _runtime.core().CommConfig.from_json(text)
     if warnings:
         raise RuntimeError(f"config {text}: {warnings}")
-    return ddp, acspeed.hooks.install(ddp, config, dist.group.WORLD)
+    return ddp, acspeed._patch.install_hook(ddp, config, dist.group.WORLD)
 
 
 def _measure(side: dict, make_model, data, args) -> dict:

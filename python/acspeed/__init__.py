@@ -10,7 +10,9 @@ warnings into errors; ACSPEED_SHARE_GPUS=1 lets a node's ranks share fewer GPUs 
 Importing is cheap: the C++ runtime and the hook machinery load at the first DDP construction."""
 from . import _exit, _patch, nccl, share_gpus
 
-__all__ = ["configure", "state_dict", "load_state_dict"]
+from ._patch import attach_observer
+
+__all__ = ["configure", "state_dict", "load_state_dict", "attach_observer"]
 
 
 def configure(precision=None, grad_scaler=None) -> None:
@@ -30,8 +32,8 @@ def state_dict(ddp) -> dict:
     feedback residual of every gradient matrix, by parameter name, and the count of synchronised
     steps (the start step); nothing otherwise ({"version": 1, "compression": ..., "tensors": {}}). Tensors are CPU copies. Save it per rank
     (the residuals differ between ranks) next to the model and optimizer state."""
-    from . import hooks, powersgd  # noqa: PLC0415
-    state = hooks.state_of(ddp)
+    from .engine import powersgd  # noqa: PLC0415
+    state = _patch.state_of(ddp)
     if state is not None and state.powersgd is not None:
         return state.powersgd.state_dict()
     compression = state.config.compression if state is not None else "none"
@@ -42,8 +44,7 @@ def load_state_dict(ddp, saved: dict) -> None:
     """Restores what state_dict(ddp) returned on this rank, before the first step of the resumed
     run; each tensor's shapes are checked when it is next reduced. ValueError when the
     state does not fit this model's config (another compression or rank, another model)."""
-    from . import hooks  # noqa: PLC0415
-    state = hooks.state_of(ddp)
+    state = _patch.state_of(ddp)
     if state is not None and state.powersgd is not None:
         state.powersgd.load_state_dict(saved)
         return

@@ -1,9 +1,22 @@
 """The in-place patch of torch.nn.parallel.DistributedDataParallel (a subclass would miss scripts that
 imported the name before acspeed). Arguments are bound by the constructor's own signature, so any
 torch >= 2.1 works whatever parameters it added (init_sync, device_mesh, bucket_cap_mb_list, ...).
-GradScaler.scale is wrapped too, to notice a scaler in use (acspeed.scaler)."""
+GradScaler.scale is wrapped too, to notice a scaler in use (acspeed.scaler).
+
+Here too: which DDP model holds which acspeed hook state (`state_of`, `install_hook`), and the hand-over
+of DDP's one hook slot when the user registers a hook of their own, or a built-in one, after
+acspeed did (`yield_to_user`). The hook itself is the engine's (acspeed.engine), loaded at the
+first install_hook, never at `import acspeed`."""
 import functools
 import inspect
+import weakref
+from typing import TYPE_CHECKING, Optional
+
+from . import _log
+
+if TYPE_CHECKING:
+    from ._core import CommConfig
+    from .engine.state import HookState
 
 
 def install() -> None:
@@ -24,24 +37,22 @@ def install() -> None:
 
     @functools.wraps(original_register)
     def register_comm_hook(self, state, hook):
-        from . import hooks  # noqa: PLC0415
-        acspeed_state = hooks.state_of(self)
+        acspeed_state = state_of(self)
         if acspeed_state is None or acspeed_state.user_hook is not None:
             return original_register(self, state, hook)
-        hooks.yield_to_user(self, acspeed_state, state, hook)
+        yield_to_user(self, acspeed_state, state, hook)
         return None
 
     original_builtin = DDP._register_builtin_comm_hook
 
     @functools.wraps(original_builtin)
     def _register_builtin_comm_hook(self, comm_hook_type):
-        from . import hooks  # noqa: PLC0415
-        acspeed_state = hooks.state_of(self)
+        acspeed_state = state_of(self)
         if acspeed_state is None or acspeed_state.user_hook is not None:
             return original_builtin(self, comm_hook_type)
         # DDP's one hook slot holds acspeed's hook: run the Python twin of the built-in instead.
-        hook = hooks.python_builtin_hook(comm_hook_type)
-        hooks.yield_to_user(self, acspeed_state, self.process_group, hook)
+        hook = python_builtin_hook(comm_hook_type)
+        yield_to_user(self, acspeed_state, self.process_group, hook)
         return None
 
     _patch_grad_scaler()
@@ -72,3 +83,81 @@ def _patch_grad_scaler() -> None:
 
     scale._acspeed_original = original_scale
     GradScaler.scale = scale
+
+
+# DDP model -> its HookState. Not an attribute of the model: DDP pickles its __dict__ (deepcopy,
+# torch.save), and a copy must hold no process group, lock or stream of acspeed's (README.md,
+# "DDP's own code paths").
+_STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def state_of(ddp) -> Optional["HookState"]:
+    """The acspeed hook state of a DDP model, or None when acspeed registered no hook on it (also
+    on a copy of one: copies reduce with DDP's built-in allreduce)."""
+    return _STATES.get(ddp)
+
+
+def attach_observer(ddp, observer) -> None:
+    """Attaches a BucketObserver (acspeed.probes) to a DDP model's acspeed hook; None detaches.
+    Raises ValueError when acspeed registered no hook on that model (DDP defaults need none)."""
+    state = state_of(ddp)
+    if state is None:
+        raise ValueError("this DDP model has no acspeed comm hook (its config keeps DDP's built-in "
+                         "allreduce, or acspeed stepped aside), so there is nothing to observe")
+    state.observer = observer
+
+
+def install_hook(ddp, config: "CommConfig", group) -> "HookState":
+    """Builds the hook state for `ddp` and registers the hook (collective). The lanes are released
+    when the DDP object is garbage-collected, or earlier by HookState.close()."""
+    from .engine.state import HookState, comm_hook  # noqa: PLC0415 - keeps `import acspeed` cheap
+    state = HookState.create(config, group, [p for p in ddp.module.parameters() if p.requires_grad])
+    state.param_names = {id(p): name for name, p in ddp.module.named_parameters()}
+    try:
+        original_register_comm_hook()(ddp, state, comm_hook)
+    except BaseException:
+        state.close()
+        raise
+    # DDP lists registered hooks in _comm_hooks (pickled with the model; run per parameter by its Python
+    # reducer): acspeed's hook is not the user's, so it stays out of that list, as DDP's built-in one does.
+    if getattr(ddp, "_comm_hooks", None):
+        ddp._comm_hooks = [(hook, hook_state) for hook, hook_state in ddp._comm_hooks if hook is not comm_hook]
+    _STATES[ddp] = state
+    weakref.finalize(ddp, state.close)
+    return state
+
+
+def original_register_comm_hook():
+    """DDP's own register_comm_hook, also after acspeed patched it."""
+    from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: PLC0415 - loaded already
+    method = DDP.register_comm_hook
+    return getattr(method, "_acspeed_original", method)
+
+
+def yield_to_user(ddp, state: "HookState", user_state, user_hook) -> None:
+    """The user registered their own comm hook after acspeed did: theirs runs from now on (DDP keeps
+    one hook slot, so acspeed's hook hands every bucket to theirs) and acspeed's lanes are released."""
+    check = getattr(ddp, "_check_comm_hook", None)
+    if check is not None:
+        check(user_hook)
+    name = getattr(user_hook, "__qualname__", repr(user_hook))
+    state.user_hook = (user_hook, user_state)
+    if getattr(ddp, "logger", None) is not None:
+        ddp.logger._set_comm_hook_name(name)
+    if hasattr(ddp, "_comm_hooks"):
+        ddp._comm_hooks = [(user_hook, user_state)]
+    state.close()
+    _log.info(f"your comm hook {name} replaces acspeed's ({state.config.algorithm}, "
+              f"{state.config.streams} stream(s), compression {state.config.compression})",
+              once=("user-hook", name))
+
+
+def python_builtin_hook(comm_hook_type):
+    """torch's Python hook doing what a built-in C++ comm hook type does (same numerics)."""
+    import torch.distributed as dist  # noqa: PLC0415 - loaded already
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
+    twins = {dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+             dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook}
+    if comm_hook_type not in twins:
+        raise ValueError(f"built-in comm hook {comm_hook_type} is not one of {', '.join(map(str, twins))}")
+    return twins[comm_hook_type]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import torch
 import torch.distributed as dist
 
-from . import _log, _runtime, decision, hooks, nccl
+from . import _log, _patch, _runtime, decision, nccl
 
 if TYPE_CHECKING:
     from ._core import CommConfig
@@ -166,7 +166,7 @@ def construct(original, signature, ddp, args, kwargs) -> None:
             notes.append(blocker)
         else:
             try:
-                hooks.install(ddp, config, group)
+                _patch.install_hook(ddp, config, group)
             except (RuntimeError, ValueError) as error:
                 if _runtime.strict_or_off():
                     raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): could not set up acspeed's comm hook ({error})") \
@@ -207,9 +207,9 @@ def wrap(module: torch.nn.Module, config, *, hooked: bool = False, **ddp_kwargs)
     found = decision.forced(config, "config given to acspeed.apply.wrap")
     with _forcing(found):
         ddp = DistributedDataParallel(module, **ddp_kwargs)
-    state = hooks.state_of(ddp)
+    state = _patch.state_of(ddp)
     if state is None and hooked:
-        state = hooks.install(ddp, found.config, ddp.process_group)
+        state = _patch.install_hook(ddp, found.config, ddp.process_group)
     if state is not None:
         _wrapped_states[module] = state
     return ddp

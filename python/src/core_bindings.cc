@@ -16,6 +16,8 @@
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/knobs.h"
+#include "acspeed/tuner/online.h"
 
 namespace py = pybind11;
 using namespace acspeed;
@@ -62,6 +64,32 @@ py::dict fingerprint_dict(const std::string& torch_version) {
   out["explicit"] = fp.explicit_name;
   out["details"] = fp.details;
   return out;
+}
+
+// The online tuner for a job (tuner/online.h): its space from the DDP arguments the user passed
+// (JSON text, by the knob rows' ddp_argument names) and the ACSPEED_* pins; the step model of a
+// stored session orders its candidates when `store_path` names a store that has one.
+std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arguments, int nnodes, bool gpu,
+                                                      int world_size, uint64_t seed, const std::string& store_path,
+                                                      const std::string& instance_type,
+                                                      const std::string& model_signature,
+                                                      const std::string& precision, int window_steps,
+                                                      int discard_steps, int lookahead, int max_windows) {
+  const auto arguments = nlohmann::json::parse(ddp_arguments, nullptr, false);
+  if (arguments.is_discarded()) ACS_THROW(InvalidArgument, "the DDP arguments '{}' are not JSON", ddp_arguments);
+  tuner::OnlineOptions o;
+  o.seed = seed;
+  o.window_steps = window_steps;
+  o.discard_steps = discard_steps;
+  o.lookahead = lookahead;
+  o.max_windows = max_windows;
+  o.world_size = world_size;
+  o.nnodes = nnodes;
+  if (!store_path.empty()) {
+    const auto store = Store::open({store_path, /*read_only=*/true});
+    if (store->exists()) o.model = tuner::online_step_model(*store, instance_type, model_signature, precision, nnodes);
+  }
+  return std::make_unique<tuner::OnlineTuner>(tuner::online_space(arguments, nnodes, gpu), std::move(o));
 }
 
 }  // namespace
@@ -146,6 +174,53 @@ PYBIND11_MODULE(_core, m) {
       .def(py::pickle([](const CommConfig& c) { return config_to_json(c); },
                       [](const std::string& text) { return config_from_json(text); }));
   m.attr("PRECISIONS") = py::tuple(py::cast(precision_names()));
+  py::class_<tuner::Knob>(m, "Knob", "A search knob's row (tuner/knobs.h), read-only.")
+      .def_readonly("name", &tuner::Knob::name)
+      .def_readonly("switchable", &tuner::Knob::switchable)
+      .def_readonly("before_communicator", &tuner::Knob::before_communicator)
+      .def_readonly("ddp_argument", &tuner::Knob::ddp_argument)
+      .def_readonly("needs_gpu", &tuner::Knob::needs_gpu);
+  py::tuple knob_table(tuner::knobs().size());
+  for (size_t i = 0; i < tuner::knobs().size(); ++i) {
+    knob_table[i] = py::cast(&tuner::knobs()[i], py::return_value_policy::reference);
+  }
+  m.attr("KNOBS") = knob_table;
+  py::class_<tuner::WindowPlan>(m, "OnlineWindow", "What window k of online tuning runs (tuner/online.h).")
+      .def_readonly("index", &tuner::WindowPlan::index)
+      .def_readonly("ordinal", &tuner::WindowPlan::ordinal)
+      .def_readonly("config", &tuner::WindowPlan::config)
+      .def_readonly("steps", &tuner::WindowPlan::steps)
+      .def_readonly("discard", &tuner::WindowPlan::discard)
+      .def_property_readonly("role", [](const tuner::WindowPlan& w) {
+        return w.role == tuner::WindowRole::kCandidate ? "candidate" : "baseline";
+      })
+      .def_readonly("settled", &tuner::WindowPlan::settled);
+  py::class_<tuner::OnlineTuner>(m, "OnlineTuner",
+                                 "The push-driven online tuner (tuner/online.h): window(k) -> its plan; "
+                                 "push(k, step_times_s) after it ran; settled; decision; evidence().")
+      .def(py::init(&make_online_tuner), py::arg("ddp_arguments") = "{}", py::arg("nnodes") = 1,
+           py::arg("gpu") = false, py::arg("world_size") = 0, py::arg("seed") = 0, py::arg("store_path") = "",
+           py::arg("instance_type") = "", py::arg("model_signature") = "", py::arg("precision") = "",
+           py::arg("window_steps") = tuner::OnlineOptions{}.window_steps,
+           py::arg("discard_steps") = tuner::OnlineOptions{}.discard_steps,
+           py::arg("lookahead") = tuner::OnlineOptions{}.lookahead,
+           py::arg("max_windows") = tuner::OnlineOptions{}.max_windows)
+      .def("window", &tuner::OnlineTuner::window, py::arg("k"))
+      .def("push", &tuner::OnlineTuner::push, py::arg("k"), py::arg("step_times_s"))
+      .def_property_readonly("settled", &tuner::OnlineTuner::settled)
+      .def_property_readonly("decision", &tuner::OnlineTuner::decision)
+      .def_property_readonly("baseline", [](const tuner::OnlineTuner& t) { return t.space().baseline; })
+      .def_property_readonly("note", &tuner::OnlineTuner::note)
+      .def_property_readonly("speedup", &tuner::OnlineTuner::speedup)
+      .def_property_readonly("ci_low", &tuner::OnlineTuner::ci_low)
+      .def_property_readonly("ci_high", &tuner::OnlineTuner::ci_high)
+      .def_property_readonly("max_exploration_steps", &tuner::OnlineTuner::max_exploration_steps)
+      .def("evidence", [](const tuner::OnlineTuner& t) { return t.evidence().dump(); },
+           "The decision's evidence as JSON text (the offline format, plus \"online\").")
+      .def("windows", [](const tuner::OnlineTuner& t) { return nlohmann::json(t.windows()).dump(); },
+           "Every window planned so far as JSON text (config, trial role, pair, used, measured step times).")
+      .def("configs", [](const tuner::OnlineTuner& t) { return t.configs().dump(); },
+           "Every point's config by ordinal as JSON text (what rank 0 broadcasts).");
   m.def("node_count", &node_count, py::arg("world_size"),
         "Machines in the job: NNODES, else GROUP_WORLD_SIZE, else world size / LOCAL_WORLD_SIZE, else 1; "
         "ValueError names a variable that is set but not a count of 1 to the world size.");

@@ -14,7 +14,7 @@ Overlap is computed by acspeed._probes.kernel_overlap (probes/, C++) from the tr
 
 The environment carries the rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); each rank
 poses as its own node (NODE_RANK = RANK), so hierarchical runs its inter-node path. The hook is
-installed with acspeed.hooks.install, which needs no compiled runtime (acspeed._core). Results go to
+installed with acspeed._patch.install_hook, which needs no compiled runtime (acspeed._core). Results go to
 --out as JSON; exit status 0 only if every property holds. `--device cpu` runs the same training on
 gloo (no trace checks) so the CPU test suite can check this worker.
 """
@@ -116,7 +116,7 @@ def main():
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import acspeed.hooks
+    import acspeed._patch
     from acspeed import _runtime
 
     cuda = args.device == "cuda"
@@ -137,7 +137,7 @@ def main():
         if stock is not None:
             ddp.register_comm_hook(None, stock)
         if hook_config is not None:
-            acspeed.hooks.install(ddp, _runtime.core().CommConfig.from_json(hook_config)[0], dist.group.WORLD)
+            acspeed._patch.install_hook(ddp, _runtime.core().CommConfig.from_json(hook_config)[0], dist.group.WORLD)
         return ddp
 
     results, ok = [], True
@@ -146,7 +146,7 @@ def main():
         reference = train(torch, wrap(stock=default_hooks.fp16_compress_hook if compression == "fp16" else None),
                           batches)
         ddp = wrap(config_json(algorithm, streams, compression, bucket_mb))
-        lanes = len(acspeed.hooks.state_of(ddp).lanes)
+        lanes = len(acspeed._patch.state_of(ddp).lanes)
         if cuda:
             from torch.profiler import ProfilerActivity, profile, schedule
             trace_path = os.path.join(args.out, f"trace-{name.replace('/', '-')}-rank{rank}.json")

@@ -165,8 +165,11 @@ def test_wheel_holds_the_core_the_programs_the_plugin_and_the_examples(unpacked)
     # The examples are the top-level examples/, copied by the build (one source).
     example = package / "examples" / "Pytorch_ddp_benchmark.py"
     assert example.read_bytes() == (REPO / "examples" / "Pytorch_ddp_benchmark.py").read_bytes()
-    sources = {p.name for p in (REPO / "python" / "acspeed").glob("*.py")}
-    assert sources <= {p.name for p in package.glob("*.py")}
+    # Every Python file of the package and of its subpackages (acspeed.engine, acspeed._worker).
+    source_root = REPO / "python" / "acspeed"
+    sources = {p.relative_to(source_root).as_posix() for p in source_root.rglob("*.py")}
+    assert {"engine/state.py", "_worker/worker.py"} <= sources
+    assert sources <= {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
     assert not (package / "_build_info.py").exists()
     info = next(unpacked.glob("acspeed-*.dist-info"))
     entry_points = (info / "entry_points.txt").read_text()

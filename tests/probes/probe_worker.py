@@ -57,8 +57,8 @@ def main():
     if args.hook:
         model.register_comm_hook(probe, observed_allreduce_hook)
     if args.acspeed_hook:
-        from acspeed import hooks
-        hooks.attach_observer(model, probe)
+        import acspeed
+        acspeed.attach_observer(model, probe)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(2, args.width)
 
@@ -75,8 +75,8 @@ def main():
 
     summary = probe.summary()
     summary["hook_registered"] = model._get_ddp_logging_data().get("comm_hook", "") != ""
-    from acspeed import hooks  # noqa: PLC0415
-    summary["acspeed_hook"] = hooks.state_of(model) is not None
+    from acspeed import _patch  # noqa: PLC0415
+    summary["acspeed_hook"] = _patch.state_of(model) is not None
     summary["parameter_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
     if args.rank == 0:
         with open(args.out, "w") as f:

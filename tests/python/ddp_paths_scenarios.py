@@ -17,7 +17,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as torch_p
 
 import acspeed
 import acspeed.apply
-import acspeed.hooks
+import acspeed._patch
 from ddp_scenarios import (STOCK_HOOKS, Captured, CountingObserver, batches, config, environment, flat_params,
                            make_model, plain_ddp, scaled_steps, stock_hook_ddp, train)
 from torch.nn.parallel import DistributedDataParallel as DDP_CLASS
@@ -103,15 +103,15 @@ def copies(rank: int, world_size: int) -> dict:
         result = {}
         if rank == 0:
             for how, twin in _copies(ddp).items():
-                result[how] = {"foreign": _foreign(twin), "hook": acspeed.hooks.state_of(twin) is not None,
+                result[how] = {"foreign": _foreign(twin), "hook": acspeed._patch.state_of(twin) is not None,
                                "same_params": torch.equal(flat_params(twin), first),
                                "comm_hooks": [getattr(h, "__qualname__", repr(h)) for h, _ in twin._comm_hooks]}
-        state = acspeed.hooks.state_of(ddp)
+        state = acspeed._patch.state_of(ddp)
         result["powersgd_tensors"] = len(acspeed.state_dict(ddp)["tensors"])
         twice = _wrapped(kind, make_model())
         train(twice, rank, steps=2)
         result["original_unchanged"] = torch.equal(train(ddp, rank, steps=2), train(twice, rank, steps=2))
-        result["hook_kept"] = acspeed.hooks.state_of(ddp) is state
+        result["hook_kept"] = acspeed._patch.state_of(ddp) is state
         twin = copy.deepcopy(ddp)  # on every rank: the copy trains
         start = copy.deepcopy(ddp.module)
         result["copy_trains_as_plain_ddp"] = torch.equal(train(twin, rank, steps=2),
@@ -322,7 +322,7 @@ def skipped_steps(rank: int, world_size: int) -> dict:
                   "rel_to_plain": ((mine["params"] - plain["params"]).abs().max()
                                    / plain["params"].abs().max()).item(),
                   "params": mine["params"].tolist()}
-        psgd = acspeed.hooks.state_of(ddp).powersgd
+        psgd = acspeed._patch.state_of(ddp).powersgd
         if psgd is not None:
             result["residuals_finite"] = all(bool(torch.isfinite(t.error).all()) for t in psgd.tensors.values())
             result["torch_residuals_finite"] = all(bool(torch.isfinite(e).all())
@@ -395,7 +395,7 @@ def _on_group(rank: int, text: str, **kwargs) -> dict:
     base = train(plain_ddp(make_model(), **kwargs), rank)
     with environment(ACSPEED_CONFIG=text):
         ddp = DDP_CLASS(make_model(), **kwargs)
-    return {"hook": acspeed.hooks.state_of(ddp) is not None, "equal": torch.equal(train(ddp, rank), base)}
+    return {"hook": acspeed._patch.state_of(ddp) is not None, "equal": torch.equal(train(ddp, rank), base)}
 
 
 def backends_and_compile(rank: int, world_size: int, folder: str) -> dict:
@@ -414,7 +414,7 @@ def backends_and_compile(rank: int, world_size: int, folder: str) -> dict:
         for name, text in (("hooked", HOOKED), ("fp16", config(compression="fp16", bucket_cap_mb=0.001)),
                            ("hierarchical", config(algorithm="hierarchical", bucket_cap_mb=0.001))):
             ddp = acspeed.apply.wrap(make_model(), text)
-            out[f"no_future/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+            out[f"no_future/{name}"] = {"hook": acspeed._patch.state_of(ddp) is not None,
                                         "cap": ddp.bucket_bytes_cap,
                                         "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
             del ddp
@@ -444,7 +444,7 @@ def backends_and_compile(rank: int, world_size: int, folder: str) -> dict:
     for name, text in (("bucket_only", config(bucket_cap_mb=0.001)), ("hooked", HOOKED)):
         reference = train(plain_ddp(torch.compile(make_model(), backend="aot_eager")), rank)
         ddp = acspeed.apply.wrap(torch.compile(make_model(), backend="aot_eager"), text)
-        out[f"compiled_module/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+        out[f"compiled_module/{name}"] = {"hook": acspeed._patch.state_of(ddp) is not None,
                                           "equal": torch.equal(train(ddp, rank), reference)}
         del ddp
     captured.take()
@@ -463,7 +463,7 @@ def backends_and_compile(rank: int, world_size: int, folder: str) -> dict:
         reference = joined(plain_ddp(make_model()) if name == "hooked" else
                            stock_hook_ddp(make_model(), STOCK_HOOKS["fp16"], bucket_cap_mb=0.001))
         ddp = acspeed.apply.wrap(make_model(), text)
-        out[f"join/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+        out[f"join/{name}"] = {"hook": acspeed._patch.state_of(ddp) is not None,
                                "equal": torch.equal(joined(ddp), reference)}
         del ddp
 
@@ -476,9 +476,9 @@ def backends_and_compile(rank: int, world_size: int, folder: str) -> dict:
         return ddp
     reference = train(per_parameter(plain_ddp(make_model())), rank)
     ddp = per_parameter(acspeed.apply.wrap(make_model(), HOOKED))
-    state = acspeed.hooks.state_of(ddp)
+    state = acspeed._patch.state_of(ddp)
     observer = CountingObserver()
-    acspeed.hooks.attach_observer(ddp, observer)
+    acspeed._patch.attach_observer(ddp, observer)
     out["python_reducer_later"] = {"equal": torch.equal(train(ddp, rank), reference),
                                    "bucket_hook_calls": len(observer.launched),
                                    "comm_hooks": len(ddp._comm_hooks), "lanes": len(state.lanes)}

@@ -15,9 +15,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 import acspeed
 import acspeed.apply
-import acspeed.hooks
-import acspeed.issue
-import acspeed.lanes
+import acspeed._patch
+import acspeed.engine.state
+import acspeed.engine.issue
+import acspeed.engine.lanes
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 STEPS = 3
@@ -106,7 +107,7 @@ def acspeed_against_plain(rank: int, world_size: int) -> dict:
     base = train(plain_ddp(make_model()), rank)
     captured.take()
     ddp = DDP(make_model())
-    return {"hook": acspeed.hooks.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
+    return {"hook": acspeed._patch.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
             "equal": bool((train(ddp, rank) == base).all()), "log": captured.take()}
 
 
@@ -160,11 +161,11 @@ class _CountedSleeps:
         time.sleep(seconds)
 
     def __enter__(self):
-        self.saved, acspeed.issue.time = acspeed.issue.time, self
+        self.saved, acspeed.engine.issue.time = acspeed.engine.issue.time, self
         return self
 
     def __exit__(self, *exc):
-        acspeed.issue.time = self.saved
+        acspeed.engine.issue.time = self.saved
 
 
 def equivalence(rank: int, world_size: int, combos: list) -> dict:
@@ -184,7 +185,7 @@ def equivalence(rank: int, world_size: int, combos: list) -> dict:
         with environment(ACSPEED_STRICT="1", **env), (_NoNative() if combo.get("emulate") else contextlib.nullcontext()), \
                 _CountedSleeps() as sleeps:
             ddp = acspeed.apply.wrap(make_model(), text)
-            state = acspeed.hooks.state_of(ddp)
+            state = acspeed._patch.state_of(ddp)
             if state is not None:
                 state.test_delays = combo.get("delays", {}).get(rank, {})
             result = train(ddp, rank)
@@ -239,14 +240,14 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
 
     with environment(ACSPEED_DISABLE="1", ACSPEED_CONFIG=hook_file):
         ddp = DDP(make_model())
-        out["disabled"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
+        out["disabled"] = {"hook": acspeed._patch.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
                            "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
 
     with environment(ACSPEED_CONFIG=knobs_file):
         ddp = DDP(make_model())
         bucket_config = getattr(ddp, "_bucket_config", None)
         out["config_applied"] = {
-            "hook": acspeed.hooks.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
+            "hook": acspeed._patch.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
             "first": (bucket_config.per_bucket_bytes_caps or (bucket_config.first_bucket_bytes_cap,))[0]
             if bucket_config else None,
             "view": ddp.gradient_as_bucket_view, "equal": torch.equal(train(ddp, rank), base),
@@ -263,7 +264,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
             calls.append(bucket.index())
             return default_hooks.allreduce_hook(state, bucket)
         ddp = DDP(make_model())
-        acspeed_state = acspeed.hooks.state_of(ddp)
+        acspeed_state = acspeed._patch.state_of(ddp)
         ddp.register_comm_hook(None, user_hook)
         result = train(ddp, rank)
         out["user_hook"] = {"calls": len(calls), "lanes": len(acspeed_state.lanes),
@@ -272,13 +273,13 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         # A built-in hook registered after acspeed's wins the same way.
         ddp = DDP(make_model())
         ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
-        out["builtin_hook"] = {"lanes": len(acspeed.hooks.state_of(ddp).lanes),
+        out["builtin_hook"] = {"lanes": len(acspeed._patch.state_of(ddp).lanes),
                                "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
 
         # Observer sees every bucket launched and completed.
         ddp = DDP(make_model())
         observer = CountingObserver()
-        acspeed.hooks.attach_observer(ddp, observer)
+        acspeed._patch.attach_observer(ddp, observer)
         result = train(ddp, rank, steps=2)  # DDP's first step uses one bucket, later ones the rebuilt buckets
         out["observer"] = {"launched": sorted(observer.launched), "completed": sorted(observer.completed),
                            "nbytes": observer.nbytes, "param_bytes": start.numel() * start.element_size()}
@@ -289,7 +290,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
                                            config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=1))):
         ddp = DDP(make_model())
         observer = CountingObserver()
-        acspeed.hooks.attach_observer(ddp, observer)
+        acspeed._patch.attach_observer(ddp, observer)
         compiled = torch.compile(ddp, backend="eager")
         result = train(compiled, rank)
         out["compile"] = {"equal": torch.equal(result, base), "buckets_seen": len(observer.launched)}
@@ -301,7 +302,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         torch._dynamo.config.optimize_ddp = "python_reducer"
         try:
             ddp = DDP(make_model())
-            out["python_reducer"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "log": captured.take()}
+            out["python_reducer"] = {"hook": acspeed._patch.state_of(ddp) is not None, "log": captured.take()}
         finally:
             torch._dynamo.config.optimize_ddp = saved
         del ddp, compiled
@@ -322,7 +323,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
     for name, env in bad.items():
         with environment(**env):
             ddp = DDP(make_model())
-            result = {"hook": acspeed.hooks.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
+            result = {"hook": acspeed._patch.state_of(ddp) is not None, "cap": ddp.bucket_bytes_cap,
                       "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
             with environment(ACSPEED_STRICT="1"):
                 try:
@@ -338,7 +339,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
         with environment(ACSPEED_CONFIG=hook_file):
             ddp = DDP(PartlyUsed(), find_unused_parameters=True, skip_all_reduce_unused_params=True)
             torch.nn.functional.mse_loss(ddp(torch.randn(4, 24)), torch.zeros(4, 5)).backward()
-            out["skip_unused"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "log": captured.take()}
+            out["skip_unused"] = {"hook": acspeed._patch.state_of(ddp) is not None, "log": captured.take()}
 
     # Sparse gradients: acspeed's hook steps aside, training runs.
     class SparseModel(torch.nn.Module):
@@ -353,7 +354,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
     with environment(ACSPEED_CONFIG=hook_file):
         ddp = DDP(SparseModel())
         torch.nn.functional.mse_loss(ddp(torch.randint(0, 50, (4, 3))), torch.zeros(4, 5)).backward()
-        out["sparse"] = {"hook": acspeed.hooks.state_of(ddp) is not None, "log": captured.take()}
+        out["sparse"] = {"hook": acspeed._patch.state_of(ddp) is not None, "log": captured.take()}
 
     # No compiled runtime (a broken install): one warning, DDP defaults, training runs.
     from acspeed import _runtime  # noqa: PLC0415
@@ -365,7 +366,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
     try:
         with environment(ACSPEED_CONFIG=hook_file):
             ddp = DDP(make_model())
-            out["no_runtime"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+            out["no_runtime"] = {"hook": acspeed._patch.state_of(ddp) is not None,
                                  "equal": torch.equal(train(ddp, rank), base), "log": captured.take()}
     finally:
         _runtime.core = saved_core
@@ -381,7 +382,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
     states, groups = [], []
     for _ in range(4):
         ddp = acspeed.apply.wrap(module, config(algorithm="hierarchical", streams=3))
-        states.append(acspeed.hooks.state_of(ddp))
+        states.append(acspeed._patch.state_of(ddp))
         groups.append([group for lane in states[-1].lanes for group in lane.groups()])
         train(ddp, rank, steps=1)
     alive = distributed_c10d._world.pg_map
@@ -390,7 +391,7 @@ def behaviours(rank: int, world_size: int, folder: str) -> dict:
                      "released": [len(state.lanes) == 0 for state in states],
                      "acspeed_threads": [t.name for t in threading.enumerate() if "acspeed" in t.name]}
     ddp = acspeed.apply.wrap(module, config())
-    out["rewrap"]["default_has_hook"] = acspeed.hooks.state_of(ddp) is not None
+    out["rewrap"]["default_has_hook"] = acspeed._patch.state_of(ddp) is not None
     out["rewrap"]["last_released"] = len(states[-1].lanes) == 0
     return out
 
@@ -422,7 +423,7 @@ def guard(rank: int, world_size: int) -> dict:
         first_numel = next(ddp.module.parameters()).numel()
         finite = torch.isfinite(base)
         out[name] = {
-            "fallbacks": acspeed.hooks.state_of(ddp).guard_fallbacks,
+            "fallbacks": acspeed._patch.state_of(ddp).guard_fallbacks,
             # The bucket holding the injected value was reduced uncompressed: exactly DDP's numbers.
             "injected_bucket_equal": torch.equal(grads[:first_numel], base[:first_numel]),
             "same_nonfinite": torch.equal(torch.isfinite(grads), finite),
@@ -451,7 +452,7 @@ def store_lookup(rank: int, world_size: int) -> dict:
                                ("version_mismatch", {"ACSPEED_PRECISION": "amp"}, make_other_model)):
         with environment(**env):
             ddp = DDP(factory())
-            state = acspeed.hooks.state_of(ddp)
+            state = acspeed._patch.state_of(ddp)
             out[name] = {"hook": state is not None, "cap": ddp.bucket_bytes_cap,
                          "streams": len(state.lanes) if state else 0, "log": captured.take()}
             train(ddp, rank, steps=2)
@@ -512,13 +513,13 @@ def variants(rank: int, world_size: int, configs: dict) -> dict:
             for name, (factory, kwargs, micro) in VARIANTS.items():
                 base = train(reference(factory(), **kwargs), rank, micro=micro)
                 ddp = acspeed.apply.wrap(factory(), text, **kwargs)
-                out[f"{config_name}/{name}"] = {"hook": acspeed.hooks.state_of(ddp) is not None,
+                out[f"{config_name}/{name}"] = {"hook": acspeed._patch.state_of(ddp) is not None,
                                                 "equal": torch.equal(train(ddp, rank, micro=micro), base)}
                 del ddp
             pair_base = train_pair(reference(make_model(1)), reference(make_model(2)), rank)
             first, second = acspeed.apply.wrap(make_model(1), text), acspeed.apply.wrap(make_model(2), text)
             out[f"{config_name}/two_instances"] = {
-                "hook": None not in (acspeed.hooks.state_of(first), acspeed.hooks.state_of(second)),
+                "hook": None not in (acspeed._patch.state_of(first), acspeed._patch.state_of(second)),
                 "equal": torch.equal(train_pair(first, second, rank), pair_base)}
             del first, second
     return out
@@ -579,17 +580,17 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
     # A bucket out of order: an error under ACSPEED_STRICT=1, else one warning and the hook goes on.
     with environment(ACSPEED_STRICT="1"):
         ddp = acspeed.apply.wrap(make_model(), config(streams=2, bucket_cap_mb=0.001))
-    state = acspeed.hooks.state_of(ddp)
+    state = acspeed._patch.state_of(ddp)
     tensors = [torch.full((4,), float(rank + i)) for i in range(3)]
     try:
-        acspeed.hooks.comm_hook(state, FakeBucket(1, tensors[1], False))
+        acspeed.engine.state.comm_hook(state, FakeBucket(1, tensors[1], False))
         strict_error = "no error"
     except RuntimeError as error:
         strict_error = str(error)
     state.strict = False
-    futures = [acspeed.hooks.comm_hook(state, FakeBucket(i, tensors[i], i == 2)) for i in (1, 2)]
+    futures = [acspeed.engine.state.comm_hook(state, FakeBucket(i, tensors[i], i == 2)) for i in (1, 2)]
     reduced = [future.wait().tolist() for future in futures]
-    futures = [acspeed.hooks.comm_hook(state, FakeBucket(i, tensors[i], i == 2)) for i in (0, 1, 2)]
+    futures = [acspeed.engine.state.comm_hook(state, FakeBucket(i, tensors[i], i == 2)) for i in (0, 1, 2)]
     for future in futures:
         future.wait()
     out["order"] = {"strict_error": strict_error, "reduced": reduced, "log": captured.take()}
@@ -597,7 +598,7 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
 
     # Setup failing on one rank: a lane group's creation, then the node discovery of hierarchical.
     hook_file = _write(folder, "engine.json", config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=0.001))
-    real_new_group = acspeed.lanes._new_group
+    real_new_group = acspeed.engine.lanes._new_group
     calls = []
 
     def flaky_new_group(ranks, backend):
@@ -615,28 +616,28 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
             ("group", "_new_group", flaky_new_group, hook_file),
             ("topology", "_node_key", no_node,
              _write(folder, "hier.json", config(algorithm="hierarchical", bucket_cap_mb=0.001)))):
-        saved = getattr(acspeed.lanes, target)
+        saved = getattr(acspeed.engine.lanes, target)
         result = {}
         for strict in ("0", "1"):
             calls.clear()
             if rank == 1:
-                setattr(acspeed.lanes, target, replacement)
+                setattr(acspeed.engine.lanes, target, replacement)
             try:
                 with environment(ACSPEED_CONFIG=hook_config, ACSPEED_STRICT=strict):
                     ddp = DDP(make_model())
-                    result["hook"] = acspeed.hooks.state_of(ddp) is not None
+                    result["hook"] = acspeed._patch.state_of(ddp) is not None
                     result["equal"] = torch.equal(train(ddp, rank), base)
                     result["strict"] = "no error"
             except RuntimeError as error:
                 result["strict"] = str(error)
             finally:
-                setattr(acspeed.lanes, target, saved)
+                setattr(acspeed.engine.lanes, target, saved)
             result["log" if strict == "0" else "strict_log"] = captured.take()
         out[f"setup/{name}"] = result
 
     # Buffers reused across steps: the same tensors once DDP has rebuilt its buckets (after step 1).
     ddp = acspeed.apply.wrap(make_model(), config(algorithm="reduce_scatter", compression="fp16", bucket_cap_mb=0.001))
-    state = acspeed.hooks.state_of(ddp)
+    state = acspeed._patch.state_of(ddp)
     train(ddp, rank, steps=2)
     warm = {key: tensor.data_ptr() for key, tensor in state.scratch._tensors.items()}
     train(ddp, rank, steps=3)
@@ -646,8 +647,8 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
     captured.take()
 
     # More streams than the lane cap: the cap, and one warning.
-    ddp = acspeed.apply.wrap(make_model(), config(streams=acspeed.lanes.MAX_LANES + 4, bucket_cap_mb=0.001))
-    out["lane_cap"] = {"lanes": len(acspeed.hooks.state_of(ddp).lanes), "equal": torch.equal(train(ddp, rank), base),
+    ddp = acspeed.apply.wrap(make_model(), config(streams=acspeed.engine.lanes.MAX_LANES + 4, bucket_cap_mb=0.001))
+    out["lane_cap"] = {"lanes": len(acspeed._patch.state_of(ddp).lanes), "equal": torch.equal(train(ddp, rank), base),
                        "log": captured.take()}
     del ddp
 
@@ -663,7 +664,7 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
         scales, finite = scaled_steps(ddp, model, optimizer, grad_scaler, rank, 3, {1: 1e6})
         out[f"scaler/{name}"] = {"scales": scales, "finite": finite,
-                                 "fallbacks": acspeed.hooks.state_of(ddp).guard_fallbacks}
+                                 "fallbacks": acspeed._patch.state_of(ddp).guard_fallbacks}
         del ddp
     acspeed.configure()
     captured.take()

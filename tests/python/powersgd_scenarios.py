@@ -10,7 +10,7 @@ import torch.distributed as dist
 
 import acspeed
 import acspeed.apply
-import acspeed.hooks
+import acspeed._patch
 from ddp_scenarios import Captured, batches, compare, environment, flat_params, make_model, plain_ddp, train
 
 def config(**fields) -> str:
@@ -131,7 +131,7 @@ def reference(rank: int, world_size: int, algorithm: str, powersgd_rank: int, bu
                 worst["q"] = max(worst["q"], _rel(after["tensors"][name]["q"].numpy().ravel(), want_q))
         if rank in leaders:
             errors_seen.append(max(float(t["error"].abs().max()) for t in after["tensors"].values()))
-    state = acspeed.hooks.state_of(ddp)
+    state = acspeed._patch.state_of(ddp)
     return {"worst": worst, "errors": errors_seen, "steps": after["step"],
             "compressed_buckets": state.powersgd.compressed_buckets, "compute_s": len(state.powersgd.compute_s)}
 
@@ -149,7 +149,7 @@ def combos(rank: int, world_size: int, names: list) -> dict:
             ddp = acspeed.apply.wrap(make_model(), config(algorithm=algorithm, streams=streams, bucket_cap_mb=bucket,
                                                           powersgd_rank=2, powersgd_start_step=2))
             result = train(ddp, rank, steps=6)
-        state = acspeed.hooks.state_of(ddp)
+        state = acspeed._patch.state_of(ddp)
         out[name] = compare(result, base, start)
         out[name]["compressed_buckets"] = state.powersgd.compressed_buckets
         out[name]["lanes"] = len(state.lanes)
@@ -224,7 +224,7 @@ def all_one_dimensional(rank: int, world_size: int) -> dict:
             m.zero_grad()
             m(x).pow(2).sum().backward()
     same = all(torch.equal(a.grad, b.grad) for a, b in zip(ddp.parameters(), base.parameters()))
-    return {"same_as_ddp": same, "compressed_buckets": acspeed.hooks.state_of(ddp).powersgd.compressed_buckets,
+    return {"same_as_ddp": same, "compressed_buckets": acspeed._patch.state_of(ddp).powersgd.compressed_buckets,
             "log": [line for _, line in captured.take() if "1-D" in line]}
 
 
@@ -294,7 +294,7 @@ def non_finite(rank: int, world_size: int) -> dict:
                     result["unchanged"] = sorted(n for n in after if n in before and all(
                         torch.equal(a, b) for a, b in zip(after[n], before[n])))
                     result["tensors"] = len(after)
-            state = acspeed.hooks.state_of(ddp)
+            state = acspeed._patch.state_of(ddp)
             result.update(params=flat_params(ddp), state_finite=_state_finite(ddp), fallbacks=state.guard_fallbacks,
                           compressed_buckets=state.powersgd.compressed_buckets)
             runs[label] = result

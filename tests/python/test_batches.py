@@ -1,4 +1,4 @@
-"""acspeed.batches: the user's --data function checked before any trial (each bad input a clear error
+"""acspeed._worker.batches: the user's --data function checked before any trial (each bad input a clear error
 naming the function and what was expected), and the learnable synthetic stream the convergence
 guard's trajectories train on without --data."""
 import sys
@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 
-from acspeed import batches
+from acspeed._worker import batches
 
 
 @pytest.fixture()

@@ -73,7 +73,7 @@ def test_the_hook_asks_the_runtimes_tables_what_each_algorithm_and_compression_i
     what to do (a new compression is a row there and its own module here)."""
     import torch  # noqa: PLC0415
 
-    from acspeed import algorithms, hooks  # noqa: PLC0415
+    from acspeed.engine import algorithms, state  # noqa: PLC0415
     assert list(core.COMPRESSIONS) == ["none", "fp16", "bf16", "powersgd"]
     assert set(core.ALGORITHMS) == set(algorithms.ALGORITHMS)
     assert [name for name, a in algorithms.ALGORITHMS.items() if a.by_node] == ["hierarchical"]
@@ -86,7 +86,7 @@ def test_the_hook_asks_the_runtimes_tables_what_each_algorithm_and_compression_i
     fp16, _ = core.CommConfig.from_json('{"version": 2, "compression": "fp16"}')
     bf16, _ = core.CommConfig.from_json('{"version": 2, "compression": "bf16"}')
     psgd, _ = core.CommConfig.from_json('{"version": 2, "compression": "powersgd"}')
-    assert (hooks._wire_dtype(fp16), hooks._wire_dtype(bf16), hooks._wire_dtype(psgd)) == \
+    assert (state._wire_dtype(fp16), state._wire_dtype(bf16), state._wire_dtype(psgd)) == \
         (torch.float16, torch.bfloat16, None)
     assert psgd.compression_info.form == "low_rank" and psgd.compression_info.ranked
     assert psgd.compression_info.own_compute and psgd.compression_info.display_name == "PowerSGD"

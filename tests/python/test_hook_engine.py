@@ -67,11 +67,11 @@ def test_buffers_are_reused_across_steps(observed):
 
 
 def test_streams_above_the_cap_get_the_cap_and_one_warning(observed):
-    import acspeed.lanes
+    import acspeed.engine.lanes
     seen = observed[0]["lane_cap"]
-    assert seen["lanes"] == acspeed.lanes.MAX_LANES and seen["equal"], seen
+    assert seen["lanes"] == acspeed.engine.lanes.MAX_LANES and seen["equal"], seen
     warnings = _warnings(seen["log"])
-    assert len(warnings) == 1 and f"limit of {acspeed.lanes.MAX_LANES} lanes" in warnings[0], warnings
+    assert len(warnings) == 1 and f"limit of {acspeed.engine.lanes.MAX_LANES} lanes" in warnings[0], warnings
 
 
 def test_guard_without_a_scaler_hides_the_overflow_and_with_one_lets_the_scaler_back_off(observed):

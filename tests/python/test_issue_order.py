@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from acspeed.issue import CompletionOrdered, Job, StreamOrdered
+from acspeed.engine.issue import CompletionOrdered, Job, StreamOrdered
 
 
 class FakeWork:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plays rank 0 of `python -m torch.distributed.run ... -m acspeed.worker ... --control PATH` for the
+"""Plays rank 0 of `python -m torch.distributed.run ... -m acspeed._worker.worker ... --control PATH` for the
 trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_WORKER_MODE:
   ok             every trial succeeds with step times [0.1, 0.2, 0.3]
   crash:ID       trial ID kills the process (exit 3) after printing the worker's failure line
@@ -40,11 +40,13 @@ import time
 
 # The worker's protocol module, by its path: importing the acspeed package would patch DDP (torch).
 _spec = importlib.util.spec_from_file_location(
-    "acspeed_protocol", pathlib.Path(__file__).resolve().parents[2] / "python" / "acspeed" / "protocol.py")
+    "acspeed_protocol", pathlib.Path(__file__).resolve().parents[2] / "python" / "acspeed" / "_worker" / "protocol.py")
 protocol = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(protocol)
 
 argv = sys.argv
+# The worker module the tuner launched (`... -m torch.distributed.run ... -m MODULE`): its failure lines name it.
+worker_module = argv[[i for i, arg in enumerate(argv) if arg == "-m"][-1] + 1]
 control = argv[argv.index("--control") + 1]
 mode = os.environ.get("FAKE_WORKER_MODE", "ok")
 once = os.environ.get("FAKE_WORKER_ONCE")
@@ -132,7 +134,7 @@ for line in reader:
         while not os.path.exists(gate_path):
             time.sleep(0.05)
     if mode == f"crash:{request['id']}" or os.environ.get("FAKE_WORKER_CRASH") == str(request["id"]):
-        print(f"acspeed.worker rank 0: trial {request['id']} failed: RuntimeError: boom", file=sys.stderr, flush=True)
+        print(f"{worker_module} rank 0: trial {request['id']} failed: RuntimeError: boom", file=sys.stderr, flush=True)
         sys.exit(3)
     if mode == f"hang:{request['id']}":
         time.sleep(3600)

@@ -10,13 +10,15 @@
 
 #include <gtest/gtest.h>
 
+#include "worker_module.h"
+
 namespace acspeed::tuner {
 namespace {
 
 constexpr const char* kTorchrunTable = R"(E1203 18:20:40.087000 7977 api.py:1002] failed (exitcode: 3) local_rank: 1 (pid: 8068) of binary: /usr/bin/python3
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
-acspeed.worker FAILED
+acspeed._worker.worker FAILED
 ------------------------------------------------------------
 Failures:
 [1]:
@@ -77,6 +79,17 @@ class RankFailureTest : public ::testing::Test {
   std::string dir_, prefix_;
 };
 
+// A frame of the worker's own module (worker_module.h), as faulthandler writes it.
+std::string worker_frame(int line, const std::string& function) {
+  return "  File \"/repo/python/" + worker_source_file() + "\", line " + std::to_string(line) + " in " + function + "\n";
+}
+
+TEST(WorkerModule, NamesTheWorkersSourceFile) {
+  // The launcher runs this module and the stack reader looks for its file: a move must move both.
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(ACSPEED_PYTHON_SOURCE) / worker_source_file()))
+      << worker_source_file();
+}
+
 TEST(TorchrunExitCodes, EveryFailedRankOfTheTableWithSignalsInTheProcessConvention) {
   std::string text = kTorchrunTable;
   text.replace(text.find("%RANK0%"), 7, "-15");
@@ -88,7 +101,7 @@ TEST(TorchrunExitCodes, EveryFailedRankOfTheTableWithSignalsInTheProcessConventi
 
 TEST_F(RankFailureTest, ARankThatExitedSilentlyIsTheCauseNotThePeerThatLostIt) {
   launcher("1", "3");
-  rank_log(0, std::string("acspeed.worker rank 0: trial 4 failed: ") + kGlooError + "\n");
+  rank_log(0, std::string(kWorkerModule) + " rank 0: trial 4 failed: " + kGlooError + "\n");
   caught(0, kGlooError, 100.5);
   rank_log(1, "loading\n\nabout to leave with status 3\n");
   const std::string why = explain();
@@ -129,7 +142,7 @@ TEST_F(RankFailureTest, ARankTorchrunEndedWithSigtermIsNotTheCause) {
 TEST_F(RankFailureTest, ARankWhoseLauncherWasKilledWentDownWithIt) {
   // torchrun was killed: no failure table; its rank died by its parent-death signal, reporting nothing.
   write(prefix_ + ".log", "[W socket.cpp:207] The hostname of the client socket cannot be retrieved\n");
-  rank_log(0, std::string("acspeed.worker rank 0: trial 4 failed: ") + kGlooError + "\n");
+  rank_log(0, std::string(kWorkerModule) + " rank 0: trial 4 failed: " + kGlooError + "\n");
   caught(0, kGlooError, 100.5);
   rank_log(1, "step 1\n");
   const auto killed = explain_rank_failure(gather_rank_evidence(prefix_, prefix_ + ".log", 128 + 9));
@@ -173,6 +186,7 @@ TEST_F(RankFailureTest, NoEvidenceNamesNoRank) {
 }
 
 TEST_F(RankFailureTest, AHangSaysWhereEachRanksStackWas) {
+  // The worker's main thread is found by its module's file, whichever thread faulthandler lists first.
   rank_log(0, R"(step log
 Timeout (0:00:06)!
 Thread 0x00007f0000000001 (most recent call first):
@@ -180,15 +194,14 @@ Thread 0x00007f0000000001 (most recent call first):
 Thread 0x00007f0000000002 (most recent call first):
   File "/site-packages/torch/autograd/graph.py", line 829 in _engine_run_backward
   File "/site-packages/torch/_tensor.py", line 625 in backward
-  File "/repo/python/acspeed/worker.py", line 264 in run
-  File "/repo/python/acspeed/worker.py", line 470 in main
-)");
+)" + worker_frame(264, "run") + worker_frame(470, "main"));
   rank_log(1, R"(Timeout (0:00:06)!
+Thread 0x00007f0000000004 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 324 in wait
 Thread 0x00007f0000000003 (most recent call first):
   File "/site-packages/torch/distributed/distributed_c10d.py", line 4805 in barrier
   File "/repo/tests/tuner/tiny_models.py", line 61 in forward
-  File "/repo/python/acspeed/worker.py", line 470 in main
-)");
+)" + worker_frame(470, "main"));
   EXPECT_EQ(where_ranks_were(gather_rank_evidence(prefix_, prefix_ + ".log")),
             "rank 0 in _engine_run_backward (graph.py:829) from run (worker.py:264); "
             "rank 1 in barrier (distributed_c10d.py:4805) from forward (tiny_models.py:61)");
@@ -210,8 +223,7 @@ TEST_F(RankFailureTest, RanksOfSeveralNodesAreNamedWithTheirNodeAndTheirLogs) {
   rank_log(0, R"(Timeout (0:00:11)!
 Thread 0x00007f0000000002 (most recent call first):
   File "/site-packages/torch/autograd/graph.py", line 829 in _engine_run_backward
-  File "/repo/python/acspeed/worker.py", line 264 in run
-)");
+)" + worker_frame(264, "run"));
   auto ranks = gather_rank_evidence(prefix_, prefix_ + ".log");
   ASSERT_EQ(ranks.size(), 1u);
   EXPECT_EQ(ranks[0].stack, "_engine_run_backward (graph.py:829) from run (worker.py:264)");

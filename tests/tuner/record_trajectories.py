@@ -1,5 +1,5 @@
 """Records the loss trajectories of tests/tuner/fixtures/trajectories/test_models.json: the worker's own code
-(acspeed.worker.Trainer._trajectory, on acspeed.batches' synthetic teacher stream) on the test
+(acspeed._worker.worker.Trainer._trajectory, on acspeed._worker.batches' synthetic teacher stream) on the test
 models, 2 ranks on gloo, one trajectory of --steps steps per numerics (uncompressed, fp16, PowerSGD
 ranks 1 and 4, compression from the first step). A trajectory of T steps is the prefix of a longer
 one (same weights, same batches), so the GoogleTest `Inflation.VerdictAndInflationAgreeAcross
@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(HERE / "fixtures" / "trajectories" / "test_models.json"))
     args = parser.parse_args()
     trajectories = on_two_ranks(_record, args, timeout=600)
-    record = {"what": "loss per step (mean over 2 ranks) of acspeed.worker trajectories on the synthetic teacher "
+    record = {"what": "loss per step (mean over 2 ranks) of acspeed._worker.worker trajectories on the synthetic teacher "
                       "stream, compression from the first step; recorded by tests/tuner/record_trajectories.py",
               "steps": args.steps, "batch_size": args.batch_size, "torch": torch.__version__,
               "trajectories": trajectories}

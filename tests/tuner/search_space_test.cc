@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "../support/error_text.h"
+#include "../support/scoped_env.h"
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
@@ -15,15 +16,7 @@
 namespace acspeed::tuner {
 namespace {
 
-// Sets an environment variable for one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 const auto error_of = testing::invalid_argument_text;
 
@@ -185,13 +178,36 @@ TEST(Knobs, EveryKnobHasOneNameOneOptionAndADefaultThatIsDdps) {
     EXPECT_TRUE(names.insert(knob.name).second) << knob.name;
     EXPECT_TRUE(options.insert(knob.option).second) << knob.option;
     EXPECT_FALSE(knob.help().empty()) << knob.name;
-    EXPECT_EQ(knob.pin_variable.empty(), !knob.pin) << knob.name << ": a pin variable and a way to pin go together";
+    EXPECT_TRUE(knob.pin) << knob.name << ": every knob can be held at a config's value (a pin, a job's own)";
     EXPECT_EQ(knob.count(space), 1u) << knob.name;
     knob.apply(space, knob.default_index(space), config);
   }
   ASSERT_EQ(SearchSpace::knob_names().size(), knobs().size());
   for (size_t i = 0; i < knobs().size(); ++i) EXPECT_EQ(SearchSpace::knob_names()[i], knobs()[i].name);
   EXPECT_TRUE(config.is_default()) << config.describe();
+}
+
+TEST(Knobs, PinningEveryKnobToAConfigGivesThatConfigBack) {
+  CommConfig config;
+  config.bucket_cap_mb = 50;
+  config.gradient_as_bucket_view = true;
+  config.algorithm = Algorithm::kReduceScatter;
+  config.streams = 2;
+  config.compression = Compression::kFp16;
+  NcclRule rule;
+  rule.collective = "any";
+  rule.algorithm = "ring";
+  rule.protocol = "ll";
+  rule.channels = 4;
+  config.nccl_rules = {rule};
+  SearchSpace space;
+  space.bucket_mb = {5, 25};
+  space.streams = {1, 2, 4};
+  for (const auto& knob : knobs()) {
+    knob.pin(space, config);
+    EXPECT_EQ(knob.count(space), 1u) << knob.name;
+  }
+  EXPECT_EQ(space.config_at(space.default_point()), config) << space.config_at(space.default_point()).describe();
 }
 
 TEST(SearchSpace, DefaultPointIsNearestToDdpDefaults) {

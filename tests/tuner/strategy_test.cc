@@ -209,6 +209,24 @@ TEST(Strategy, ModelMeasuresPointsItCannotForecastBeforeTheOthers) {
   for (size_t i = 1; i <= fp16_points; ++i) EXPECT_EQ(order[i][3], 1u) << "trial " << i;
 }
 
+TEST(Strategy, DescentOrderedByAForecastMeasuresEachKnobsValuesUnforecastFirstThenLowestStep) {
+  SearchSpace space;
+  space.bucket_mb = {1, 5, 25, 100};
+  // Forecast: larger buckets faster, except 5 MiB, which it cannot forecast.
+  StrategyOptions options;
+  options.order_by = [&](const Point& p) -> std::optional<Forecast> {
+    if (space.bucket_mb[p[0]] == 5) return std::nullopt;
+    return Forecast{1.0 / space.bucket_mb[p[0]], 0, false};
+  };
+  auto descent = make_strategy("descent", space, options);
+  std::vector<double> order;
+  while (auto p = descent->next()) {
+    order.push_back(space.bucket_mb[(*p)[0]]);
+    descent->report(*p, 1.0);
+  }
+  EXPECT_EQ(order, (std::vector<double>{25, 5, 100, 1}));  // the start, then the knob's values
+}
+
 TEST(Strategy, DescentIgnoresGainsWithinTheNoiseMargin) {
   SearchSpace space;
   space.bucket_mb = {5, 25, 100};

@@ -51,7 +51,7 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
     out = result.stdout
     assert "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2,4 x compression none = 24 configs" in out
     assert "strategy: model" in out and "seed 3" in out
-    assert "torch.distributed.run" in out and "acspeed.worker" in out
+    assert "torch.distributed.run" in out and "acspeed._worker.worker" in out
     assert "nothing launched" in out
     assert not isolated_store.exists()
 
@@ -202,9 +202,9 @@ def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_sto
         tuner.wait()
     # The workers die with the tuner (parent-death signal on torchrun and on every rank).
     deadline = time.monotonic() + 20
-    while processes_mentioning("acspeed.worker", "--batch-size 6") and time.monotonic() < deadline:
+    while processes_mentioning("acspeed._worker.worker", "--batch-size 6") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert processes_mentioning("acspeed.worker", "--batch-size 6") == []
+    assert processes_mentioning("acspeed._worker.worker", "--batch-size 6") == []
     for folder in set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before:
         shutil.rmtree(folder)  # the killed tuner's work folder (worker logs): it cannot remove it itself
     before = rows(isolated_store, "SELECT * FROM trials ORDER BY ordinal")

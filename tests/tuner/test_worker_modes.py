@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from acspeed import protocol
+from acspeed._worker import protocol
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -25,7 +25,7 @@ def _free_port() -> int:
 
 class _Workers:
     """Two worker ranks on the tiny MLP behind a control socket; calling it sends one trial and returns
-    its result. A failed trial ends the workers (acspeed.worker's contract): the next trial starts new
+    its result. A failed trial ends the workers (acspeed._worker.worker's contract): the next trial starts new
     ones, so the tests sharing them may run in any order."""
 
     def __init__(self, folder: pathlib.Path):
@@ -44,7 +44,7 @@ class _Workers:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
         with open(self.log, "a", encoding="utf-8") as log:
             self.ranks = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                                           f"--master_port={_free_port()}", "-m", "acspeed.worker", "--model",
+                                           f"--master_port={_free_port()}", "-m", "acspeed._worker.worker", "--model",
                                            "tiny_models:mlp", "--batch-size", "4", "--trajectory-steps", "8", "--control",
                                            self.path], env=env,
                                           stdout=subprocess.DEVNULL, stderr=log)

@@ -107,7 +107,7 @@ def faulty_mlp():
 def corrupt_compressed_buckets() -> None:
     """Patches this process's hook engine: every compressed bucket's result becomes seeded noise of
     its norm (the same on every rank). Also bench/compression/teacher.py's corrupted_task."""
-    import acspeed.hooks as hooks  # noqa: PLC0415 - the worker's engine, patched in this process only
+    import acspeed.engine.state as hooks  # noqa: PLC0415 - the worker's engine, patched in this process only
     original = hooks.HookState._job
     calls = [0]
 

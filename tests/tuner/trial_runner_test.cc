@@ -18,6 +18,7 @@
 
 #include "acspeed/error.h"
 #include "node_link.h"
+#include "worker_module.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -183,7 +184,8 @@ TEST_F(TrialRunnerTest, ATimedOutTrialEndsTheOtherNodesWorkersAndSaysWhereEveryN
   launch_.stack_dump_s = 1;
   // Rank 0's log with its stack dump, as the worker's faulthandler writes it (the fake writes none).
   std::ofstream(dir_ + "/workers-1-rank0.log") << "Timeout (0:00:01)!\nThread 0x1 (most recent call first):\n"
-                                                  "  File \"/repo/python/acspeed/worker.py\", line 264 in run\n";
+                                                  "  File \"/repo/python/" << worker_source_file()
+                                               << "\", line 264 in run\n";
   WorkerGroup group(launch_);
   NodeLink node1("127.0.0.1", launch_.master_port + 1, 1, std::chrono::seconds(5));
   std::optional<EndWorkers> asked;
@@ -257,7 +259,7 @@ TEST(TrialRunner, TorchrunArgvCarriesTheLaunchWithoutAShell) {
   const std::vector<std::string> expected = {
       "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1", "--nproc_per_node=4",
       "--master_addr=10.0.0.1", "--master_port=29500", "--max_restarts=0", "--log-dir=/tmp/w/workers-1.torchrun", "-m",
-      "acspeed.worker", "--model",
+      std::string(kWorkerModule), "--model",
       "my pkg.mod:fn; rm -rf /", "--log-prefix", "/tmp/w/workers-1", "--stack-dump-s", "6"};
   EXPECT_EQ(argv, expected);  // one argv item, passed to execve as is; no --control off node 0
 }

@@ -17,6 +17,14 @@ void to_json(nlohmann::json& j, const PairRun& p) {
   if (p.baseline_loss) j["baseline_loss"] = *p.baseline_loss;
 }
 
+void from_json(const nlohmann::json& j, PairRun& p) {
+  p.candidate_first = j.at("order").get<std::string>() == "candidate-first";
+  p.candidate_steps_s = j.at("candidate_step_times_s").get<std::vector<double>>();
+  p.baseline_steps_s = j.at("baseline_step_times_s").get<std::vector<double>>();
+  if (j.contains("candidate_loss")) p.candidate_loss = j["candidate_loss"].get<double>();
+  if (j.contains("baseline_loss")) p.baseline_loss = j["baseline_loss"].get<double>();
+}
+
 std::string pair_rejection(const CommConfig& candidate, const PairRun& pair, const RuleOptions& options) {
   if (changes_numerics(candidate)) return "";
   if (!pair.candidate_loss || !pair.baseline_loss) return "";

@@ -50,8 +50,10 @@ struct PairRun {
   std::vector<double> baseline_steps_s;
   std::optional<double> candidate_loss, baseline_loss, baseline_loss_first;
 };
-// The evidence entry of a pair: its order, both runs' step times and losses, its speedup.
+// The evidence entry of a pair: its order, both runs' step times and losses, its speedup. from_json
+// reads it back (a stored decision's pairs, offline or online, judged again).
 void to_json(nlohmann::json& j, const PairRun& pair);
+void from_json(const nlohmann::json& j, PairRun& pair);
 
 struct RuleOptions {
   double loss_tolerance = 0.05;  // statistics.h: loss_within_tolerance

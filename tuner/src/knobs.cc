@@ -63,7 +63,7 @@ struct Values {
   std::function<bool(const SearchSpace&)> described;
   std::function<std::vector<T>(std::string_view option, std::string_view text)> parse;
   std::function<void(const T&, CommConfig&)> apply;
-  std::function<T(const CommConfig&)> pinned;  // the value a pin set (empty: no pin variable)
+  std::function<T(const CommConfig&)> value_in;  // the knob's value in a config (what a pin or the job set)
 };
 
 template <typename T>
@@ -90,9 +90,7 @@ Knob list_knob(std::string name, std::string option, std::string pin_variable, s
   k.parse = [member, parse = v.parse](SearchSpace& s, std::string_view option, std::string_view text) {
     s.*member = parse(option, text);
   };
-  if (v.pinned) {
-    k.pin = [member, pinned = v.pinned](SearchSpace& s, const CommConfig& c) { s.*member = {pinned(c)}; };
-  }
+  k.pin = [member, value_in = v.value_in](SearchSpace& s, const CommConfig& c) { s.*member = {value_in(c)}; };
   return k;
 }
 
@@ -120,7 +118,9 @@ std::vector<Knob> make_knobs() {
        [](double mb, CommConfig& c) {
          if (mb != kDdpDefaultBucketMb) c.bucket_cap_mb = mb;  // DDP's own default stays unset
        },
-       [](const CommConfig& c) { return *c.bucket_cap_mb; }}));
+       [](const CommConfig& c) { return c.bucket_cap_mb.value_or(kDdpDefaultBucketMb); }}));
+  k.back().switchable = true;  // a rebuilt reducer (DDP's __setstate__ route)
+  k.back().ddp_argument = "bucket_cap_mb";
   // The bucket nearest to DDP's 25 MiB (on a log scale) starts the search, listed or not.
   k.back().default_index = [](const SearchSpace& s) {
     size_t best = 0;
@@ -142,6 +142,7 @@ std::vector<Knob> make_knobs() {
       },
       {&SearchSpace::algorithms, Algorithm::kAllreduce, "{}", {}, parse_algorithm_list,
        [](Algorithm a, CommConfig& c) { c.algorithm = a; }, [](const CommConfig& c) { return c.algorithm; }}));
+  k.back().switchable = true;  // the hook's config, replaced at bucket 0
   k.back().unset = [](SearchSpace& s, const KnobContext& context) {
     s.algorithms.clear();  // those that work node by node only where there are nodes
     for (const auto& a : algorithms()) {
@@ -156,6 +157,7 @@ std::vector<Knob> make_knobs() {
       },
       {&SearchSpace::streams, 1, "streams {}", {}, parse_streams_list, [](int n, CommConfig& c) { c.streams = n; },
        [](const CommConfig& c) { return c.streams; }}));
+  k.back().switchable = true;  // the hook's config; every rank creates the new lanes' groups in one order
   k.push_back(list_knob<Compression>(
       "compression", "compression", "ACSPEED_COMPRESSION",
       [] {
@@ -175,8 +177,9 @@ std::vector<Knob> make_knobs() {
        [](const std::string& name, CommConfig& c) {
          if (name != "any") nccl_rule(c).algorithm = name;
        },
-       {}}));
+       [](const CommConfig& c) { return c.nccl_rules.empty() ? std::string("any") : c.nccl_rules.front().algorithm; }}));
   k.back().needs_gpu = true;
+  k.back().switchable = true;  // the plugin's live rules setter, every rank at the same boundary
   k.push_back(list_knob<std::string>(
       "nccl_protocol", "nccl-protocols", "", [] { return std::string("GPU: NCCL protocols to search (any,ll,ll128,simple)"); },
       {&SearchSpace::nccl_protocols, std::string("any"), "NCCL protocol {}",
@@ -187,8 +190,9 @@ std::vector<Knob> make_knobs() {
        [](const std::string& name, CommConfig& c) {
          if (name != "any") nccl_rule(c).protocol = name;
        },
-       {}}));
+       [](const CommConfig& c) { return c.nccl_rules.empty() ? std::string("any") : c.nccl_rules.front().protocol; }}));
   k.back().needs_gpu = true;
+  k.back().switchable = true;
   k.push_back(list_knob<int>(
       "nccl_channels", "nccl-channels", "", [] { return std::string("GPU: NCCL channel counts to search (0 = NCCL's choice)"); },
       {&SearchSpace::nccl_channels, 0, "NCCL channels {}", when_searched(&SearchSpace::nccl_channels, 0),
@@ -196,8 +200,9 @@ std::vector<Knob> make_knobs() {
        [](int n, CommConfig& c) {
          if (n != 0) nccl_rule(c).channels = n;
        },
-       {}}));
+       [](const CommConfig& c) { return c.nccl_rules.empty() ? 0 : c.nccl_rules.front().channels; }}));
   k.back().needs_gpu = true;
+  k.back().switchable = true;
   k.push_back(list_knob<int>(
       "powersgd_rank", "powersgd-ranks", "ACSPEED_POWERSGD_RANK",
       [] {
@@ -231,7 +236,8 @@ std::vector<Knob> make_knobs() {
        [](bool view, CommConfig& c) {
          if (view) c.gradient_as_bucket_view = true;  // false is DDP's own default: left unset
        },
-       {}}));
+       [](const CommConfig& c) { return c.gradient_as_bucket_view.value_or(false); }}));
+  k.back().ddp_argument = "gradient_as_bucket_view";
   return k;
 }
 

@@ -1,5 +1,5 @@
 // The tuner <-> rank 0 protocol: one JSON object per line over a local (Unix) socket that the tuner
-// listens on and rank 0 connects to (`python -m acspeed.worker --control PATH`). Every message
+// listens on and rank 0 connects to (`python -m acspeed._worker.worker --control PATH`). Every message
 // carries "v": kProtocolVersion and a "type"; a message of another version is refused.
 //
 //   worker -> tuner  {"v":1,"type":"hello","world_size":4,"nnodes":2,"local_world_size":2,

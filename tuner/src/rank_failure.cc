@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/process/exit_status.h"
+#include "worker_module.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -95,7 +96,7 @@ std::optional<std::string> where_in(const std::string& text) {
   }
   if (dump == lines.size()) return std::nullopt;
   // Threads are blocks of frames after a "Thread 0x... (most recent call first):" header; the
-  // worker's main thread is the one running acspeed/worker.py.
+  // worker's main thread is the one running the worker's module (worker_module.h).
   std::vector<std::vector<std::string>> threads;
   for (size_t i = dump + 1; i < lines.size(); ++i) {
     if (lines[i].find("(most recent call first)") != std::string::npos) {
@@ -108,9 +109,10 @@ std::optional<std::string> where_in(const std::string& text) {
   }
   // A deep stack is cut at faulthandler's 100 frames, so the worker's own frame may be missing:
   // then the only thread, or the first.
-  auto main_thread = std::find_if(threads.begin(), threads.end(), [](const std::vector<std::string>& frames) {
+  const std::string worker_file = "/" + worker_source_file() + "\"";
+  auto main_thread = std::find_if(threads.begin(), threads.end(), [&](const std::vector<std::string>& frames) {
     return std::any_of(frames.begin(), frames.end(),
-                       [](const std::string& f) { return f.find("acspeed/worker.py") != std::string::npos; });
+                       [&](const std::string& f) { return f.find(worker_file) != std::string::npos; });
   });
   if (main_thread == threads.end()) main_thread = threads.begin();
   if (main_thread == threads.end() || main_thread->empty()) return std::nullopt;

@@ -5,7 +5,7 @@
 // peer ... GLHF"), so the first error rank 0 sees is usually not the cause. The evidence:
 //  - torchrun's failure table in the launch's log: each failed local rank's exit code (negative:
 //    the signal that ended it);
-//  - each rank's own log, PREFIX-rankR.log (acspeed/worker.py --log-prefix);
+//  - each rank's own log, PREFIX-rankR.log (acspeed/_worker/worker.py --log-prefix);
 //  - PREFIX-rankR.failed.json from a rank that caught an error in a trial: the error and when it was
 //    caught, on the node's monotonic clock.
 // The cause is a rank that ended abnormally without catching an error (an exit status, a signal,

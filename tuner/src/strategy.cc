@@ -73,7 +73,20 @@ class DescentStrategy : public Strategy {
       p[static_cast<size_t>(knob_)] = v;
       if (!measured_.count(p)) pending_.push_back(p);
     }
+    if (options_.order_by) order_pending();
     return true;
+  }
+
+  // The knob's values by forecast step; the unforecast ones first, in index order.
+  void order_pending() {
+    std::vector<std::pair<double, Point>> keyed;
+    for (auto& p : pending_) {
+      const auto f = options_.order_by(p);
+      keyed.emplace_back(f ? f->step_s : -1.0, std::move(p));
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    pending_.clear();
+    for (auto& [key, p] : keyed) pending_.push_back(std::move(p));
   }
 
   void close_knob(size_t knob) {

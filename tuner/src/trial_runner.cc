@@ -27,6 +27,7 @@
 #include "acspeed/process/spawn.h"
 #include "node_link.h"
 #include "rank_failure.h"
+#include "worker_module.h"
 
 namespace acspeed::tuner {
 namespace {
@@ -129,7 +130,7 @@ std::vector<std::string> torchrun_argv(const WorkerLaunch& l, int master_port, c
                                    "--max_restarts=0",
                                    fmt::format("--log-dir={}{}", log_prefix, kTorchrunLogSuffix),
                                    "-m",
-                                   "acspeed.worker"};
+                                   std::string(kWorkerModule)};
   argv.insert(argv.end(), l.worker_args.begin(), l.worker_args.end());
   argv.push_back("--log-prefix");
   argv.push_back(log_prefix);
@@ -394,14 +395,14 @@ std::vector<RankEvidence> WorkerGroup::evidence() const {
 
 std::string WorkerGroup::failure_text() const {
   // The rank that failed first, on any node (rank_failure.h); else the launcher's explanation:
-  // acspeed.worker's "failed:" line, else the last error line.
+  // the worker's "failed:" line (it prints its module's name, worker_module.h), else the last error line.
   if (auto why = explain_rank_failure(evidence())) return *why;
   std::ifstream in(log_path_);
   std::string line, worker_line, error_line, last_line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     last_line = line;
-    if (line.find("acspeed.worker") != std::string::npos && line.find("failed:") != std::string::npos) {
+    if (line.find(kWorkerModule) != std::string::npos && line.find("failed:") != std::string::npos) {
       worker_line = line;
     } else if (line.find("Error") != std::string::npos || line.find("error") != std::string::npos) {
       error_line = line;

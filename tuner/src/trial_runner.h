@@ -1,9 +1,9 @@
-// Long-lived trial workers: `python -m torch.distributed.run ... -m acspeed.worker` launched once
+// Long-lived trial workers: `python -m torch.distributed.run ... -m acspeed._worker.worker` (worker_module.h) launched once
 // and reused for every trial (re-wrapping DDP in live workers costs <= 1.5 s, a fresh launch 3-11 s).
 //
 // The tuner listens on a Unix socket in its work folder; rank 0 connects and speaks protocol.h.
 // torchrun runs in its own process group with a parent-death signal, and every rank asks for one
-// too (acspeed/worker.py), so workers die with the tuner, even on kill -9. A trial that fails or
+// too (python/acspeed/_worker/worker.py), so workers die with the tuner, even on kill -9. A trial that fails or
 // outlives its timeout ends the workers (a rank that failed inside a collective cannot rejoin);
 // the next trial starts fresh ones. The workers are started by the process library (no shell sees
 // user strings); waits give up with process::Interrupted when SIGINT/SIGTERM/SIGHUP arrives.
@@ -36,7 +36,7 @@ class NodeLinks;
 struct WorkerLaunch {
   std::string python;                    // interpreter (ACSPEED_PYTHON / the recorded one)
   std::string python_path;               // prepended to PYTHONPATH: where the acspeed package lives
-  std::vector<std::string> worker_args;  // after `-m acspeed.worker`: --model NAME --batch-size N ...
+  std::vector<std::string> worker_args;  // after `-m acspeed._worker.worker`: --model NAME --batch-size N ...
   int nnodes = 1;
   int node_rank = 0;
   int nproc_per_node = 2;

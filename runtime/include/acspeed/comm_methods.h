@@ -1,11 +1,11 @@
 // What each gradient algorithm and each compression is, one row each: the capabilities that the
-// comm hook (python/acspeed/hooks.py), the tuner's step model and byte counts, the convergence
+// comm hook (python/acspeed/engine/state.py), the tuner's step model and byte counts, the convergence
 // guard, the plan's notes and the reports ask about, instead of comparing names.
 //
 // To add a compression: one row in compressions() (comm_methods.cc) and its value in config.h's
-// enum, plus its own module on the Python side (the way python/acspeed/powersgd.py is PowerSGD's);
+// enum, plus its own module on the Python side (the way python/acspeed/engine/powersgd.py is PowerSGD's);
 // the hook, the worker, the step model, the guard, the hint, the CLI and the reports read the row.
-// To add an algorithm: one row in algorithms() and its class in python/acspeed/algorithms.py.
+// To add an algorithm: one row in algorithms() and its class in python/acspeed/engine/algorithms.py.
 #pragma once
 
 #include <cstdint>

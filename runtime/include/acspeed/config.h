@@ -34,7 +34,7 @@ enum class Algorithm {
   kHierarchical,   // intra-node reduce, inter-node allreduce, intra-node broadcast
 };
 // kPowerSgd: low-rank factors of each gradient matrix (PowerSGD, Vogels et al. 2019) with error
-// feedback and warm start; 1-D gradients go uncompressed (python/acspeed/powersgd.py).
+// feedback and warm start; 1-D gradients go uncompressed (python/acspeed/engine/powersgd.py).
 enum class Compression { kNone, kFp16, kBf16, kPowerSgd };
 
 std::string_view to_string(Algorithm value);

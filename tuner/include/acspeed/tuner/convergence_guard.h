@@ -2,7 +2,7 @@
 // A config is judged on two pieces of evidence its trial measured, each against a stated threshold:
 //
 //  (a) gradient fidelity: a window of kFidelitySteps check steps after the timed ones
-//      (python/acspeed/worker.py), with the weights held still: the exact average of the local
+//      (python/acspeed/_worker/worker.py), with the weights held still: the exact average of the local
 //      gradients (all-reduced without compression) against the compressed path's average of the same
 //      gradients on each step, summed over the window. Error feedback makes the compressed sum track
 //      the exact one: what one step leaves out is carried into the next, so the window's error is
@@ -18,7 +18,7 @@
 //  (b) the loss trajectory against an uncompressed one. Trajectories are runs of their own, apart
 //      from the timed steps: T steps (TuneOptions::trajectory_steps, default 120) from
 //      the initial weights on the same per-rank sequence of T distinct batches (the user's --data, or
-//      a learnable synthetic stream: python/acspeed/batches.py), compression active from the first
+//      a learnable synthetic stream: python/acspeed/_worker/batches.py), compression active from the first
 //      step (PowerSGD's start step set to 0), all batches made before any trial is timed. One
 //      compressed trajectory per numerics (measured with the fidelity window, reused by the other
 //      trials of the same numerics and by the decision pairs, which give no verdict of their own) and

@@ -43,7 +43,7 @@ struct GradientLayout {
 // algorithm's factor (step_model.h): none: the gradients; fp16/bf16: 2 bytes per element of wider
 // gradients (as the hook packs them); powersgd: per matrix the factors P (rows x r) and Q (columns x
 // r) at the clamped rank r = min(powersgd_rank, rows, columns), plus the 1-D gradients whole, all in
-// the factors' dtype (fp32 for half-precision gradients: python/acspeed/powersgd.py work_dtype).
+// the factors' dtype (fp32 for half-precision gradients: python/acspeed/engine/powersgd.py work_dtype).
 int64_t sent_bytes(const GradientLayout& layout, const CommConfig& config);
 
 // nlohmann::json (ADL). from_json: InvalidArgument naming an entry that is not the documented array

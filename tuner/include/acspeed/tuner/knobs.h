@@ -37,6 +37,18 @@ struct Knob {
   std::string option;        // acspeed-tune's option, without "--": "bucket-mb"
   std::string pin_variable;  // the ACSPEED_* setting that pins it (settings.h); "" when none does
   bool needs_gpu = false;    // NCCL's knobs: refused on a machine without a GPU
+  // True when a live job may switch it between two steps without changing its numerics: online
+  // tuning (online.h) searches exactly these (when not pinned). False for compression (changes
+  // numerics), for what DDP fixes at construction and the job's code may rely on
+  // (gradient_as_bucket_view: gradients become views into the buckets), and for instance knobs.
+  bool switchable = false;
+  // True for a knob of the instance, not the model: set at `import acspeed` before any
+  // communicator exists, because the library reads it once per process (NCCL's socket variables);
+  // never switched inside a job, so never switchable.
+  bool before_communicator = false;
+  // The DDP constructor argument (and the config JSON key, which has DDP's name) this knob sets;
+  // "" when DDP has no such argument. A job's own value of that argument pins the knob online.
+  std::string ddp_argument;
   std::function<std::string()> help;  // the option's help (its default, and the CPU-only machine's)
   std::function<size_t(const SearchSpace&)> count;  // values listed
   // Puts value `index` into `config` (knobs earlier in knobs() were applied first).
@@ -49,7 +61,8 @@ struct Knob {
   // The values when the option is not given (unset: keep what the space holds: its default or the
   // machine's, defaults.h).
   std::function<void(SearchSpace&, const KnobContext&)> unset;
-  // Restricts the knob to the value its pin variable set in `pinned` (apply_env_pins, config.h).
+  // Restricts the knob to its value in `pinned`: what its pin variable set (apply_env_pins, config.h),
+  // or, online, the job's own value of a knob it does not search.
   std::function<void(SearchSpace&, const CommConfig& pinned)> pin;
 };
 

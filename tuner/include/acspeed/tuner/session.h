@@ -56,7 +56,7 @@ struct TuneOptions {
   // them to 1.5-1.7 (bench/compression/RESULTS.md, "Which loss signal can 60 steps judge?").
   int trajectory_steps = 120;
   // pkg.module:function (rank, world_size, batch_size) -> iterable of (inputs, targets): the batches
-  // of the trials, the fidelity window and the trajectories (python/acspeed/batches.py); "" = the
+  // of the trials, the fidelity window and the trajectories (python/acspeed/_worker/batches.py); "" = the
   // model's make_batch for the trials, a learnable synthetic stream for the trajectories.
   std::string data;
   std::optional<int64_t> resume;     // session to continue

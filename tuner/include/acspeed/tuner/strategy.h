@@ -89,6 +89,10 @@ struct StrategyOptions {
   double prune_margin = 0.10;  // model: skip points predicted above (1 + margin) x the best measured
                                // (or the model's largest forecast error so far, when larger)
   double stop_margin = 0.05;   // model: stop when the best measured is within (1 + margin) x the lowest bound
+  // descent: measures the values of the knob being swept in this forecast's order (lowest step first,
+  // those it cannot forecast before any forecast one); empty: index order. Online tuning (online.h)
+  // sets it: there the step model orders and prunes nothing.
+  ForecastFn order_by;
 };
 
 struct StrategyInfo {

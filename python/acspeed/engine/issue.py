@@ -4,7 +4,7 @@ collectives on the same groups in the same order, with no thread of acspeed's ow
 Where the order comes from: DDP's reducer calls the comm hook from `Reducer::mark_bucket_ready`
 (torch/csrc/distributed/c10d/reducer.cpp), which launches buckets strictly in bucket-index order
 (`next_bucket_` only advances over ready buckets, in sequence), on the thread running backward;
-`GradBucket.is_last()` marks the last. The hook checks that order at run time (hooks.py). Everything
+`GradBucket.is_last()` marks the last. The hook checks that order at run time (state.py). Everything
 below is issued from the hook call itself, never from a future callback (those run on backend
 threads, in completion order, which differs between ranks).
 

@@ -22,7 +22,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from . import _runtime
+from .. import _runtime
 from .collectives import Collectives
 from .lanes import Lane
 

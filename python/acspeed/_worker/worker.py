@@ -1,6 +1,6 @@
 """The trial worker of `acspeed-tune`: long-lived DDP ranks that run one trial per tuner request.
 
-    python -m torch.distributed.run --nproc_per_node 2 ... -m acspeed.worker \
+    python -m torch.distributed.run --nproc_per_node 2 ... -m acspeed._worker.worker \
         --model resnet18 --batch-size 8 --image-size 64 --precision fp32 --control /tmp/.../control.sock
 
 `acspeed-tune` launches it once under torchrun; it is not meant to be run by hand. Rank 0 connects
@@ -19,7 +19,7 @@ A trial request may ask for a loss trajectory (`trajectory_steps` T > 0; the tun
 numerics of a compressed config, and once uncompressed, see tuner/include/acspeed/tuner/convergence_guard.h): after
 the trial (and its fidelity window), the model gets its initial weights back and is wrapped again
 with the trial's config, compressing from the first step (PowerSGD's start step set to 0), and
-trains T steps on T distinct batches per rank (acspeed.batches: `--data`, or a learnable synthetic
+trains T steps on T distinct batches per rank (acspeed._worker.batches: `--data`, or a learnable synthetic
 stream), the same sequence for every trajectory; the loss of each step (mean over ranks) is
 reported as "trajectory". All batches are made when the workers start, before any trial.
 
@@ -30,7 +30,7 @@ group (the gradients taken under no_sync), then `fidelity_steps` synchronised st
 step) give the compressed path's average of the same gradients; the window's sums (error feedback
 makes the compressed sum track the exact one) give the cosine similarity and the relative error of
 the norm that the tuner's convergence guard judges. PowerSGD's own compute time per step
-(acspeed.powersgd) is reported as compression_s.
+(acspeed.engine.powersgd) is reported as compression_s.
 
 Models: `--model NAME` is a torchvision classification model fed random images; `--model
 pkg.module:function` names a function returning (model, make_batch), where make_batch(batch_size)
@@ -65,9 +65,14 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _log, _probes, _runtime, batches, powersgd, protocol, share_gpus
+from acspeed import _log, _patch, _probes, _runtime, share_gpus
+from acspeed._worker import batches, protocol
+from acspeed.engine import powersgd
 
 _PR_SET_PDEATHSIG = 1
+# This module's name, which the tuner launches (tuner/src/worker_module.h, the one place it is
+# written) and looks for in the failure lines below; `-m` runs it as __main__.
+_MODULE = __spec__.name if __spec__ is not None else __name__
 
 
 def _die_with_parent() -> None:
@@ -81,13 +86,13 @@ def _die_with_parent() -> None:
 
 
 def _parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m acspeed.worker", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--precision", choices=_runtime.core().PRECISIONS, default="fp32")
     parser.add_argument("--data", help="pkg.module:function (rank, world_size, batch_size) -> iterable of "
-                        "(inputs, targets): the batches of the trials and trajectories (acspeed.batches)")
+                        "(inputs, targets): the batches of the trials and trajectories (acspeed._worker.batches)")
     parser.add_argument("--trajectory-steps", type=int, default=0, help="steps of the convergence guard's "
                         "trajectories: the batches made at start-up")
     parser.add_argument("--control", help="the tuner's Unix socket (rank 0 only)")
@@ -172,7 +177,7 @@ class Trainer:
         model, make_batch = _build_model(args.model, args.image_size)
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
         self.model = model.to(device=device, dtype=dtype) if dtype else model.to(device)
-        # Every batch of the trials and trajectories, made now (acspeed.batches), on the CPU; the
+        # Every batch of the trials and trajectories, made now (acspeed._worker.batches), on the CPU; the
         # trials' one lives on the device.
         count = max(1, args.trajectory_steps)
         if args.data:
@@ -226,9 +231,8 @@ class Trainer:
         if self._probes is not None:
             self.probe = self._probes.StepProbe(self.ddp)
             self.probe_name = self.probe.backend
-            from acspeed import hooks  # noqa: PLC0415
-            if hooks.state_of(self.ddp) is not None:
-                hooks.attach_observer(self.ddp, self.probe)
+            if _patch.state_of(self.ddp) is not None:
+                _patch.attach_observer(self.ddp, self.probe)
         return time.perf_counter() - start
 
     def _sync(self):
@@ -348,8 +352,7 @@ class Trainer:
                                  finite=bool(flags[0].item() > 0), rebuild_s=rebuild_s)
         if floor.item() >= 0:
             result["cpu_floor_s"] = floor.item()
-        from acspeed import hooks  # noqa: PLC0415
-        state = hooks.state_of(self.ddp)
+        state = _patch.state_of(self.ddp)
         if state is not None and state.powersgd is not None:
             timed_compute = state.powersgd.compute_s[-steps:]
             cost = torch.tensor([sorted(timed_compute)[len(timed_compute) // 2] if timed_compute else 0.0],
@@ -493,7 +496,7 @@ def main(argv=None) -> int:
         nnodes = _runtime.core().node_count(dist.get_world_size())  # counted as `import acspeed` counts them
     except Exception as error:  # noqa: BLE001 - reported to the tuner, then the workers end
         _record_failure(args.log_prefix, rank, None, _error_text(error))
-        print(f"acspeed.worker rank {rank}: setup failed: {_error_text(error)}\n{traceback.format_exc()}",
+        print(f"{_MODULE} rank {rank}: setup failed: {_error_text(error)}\n{traceback.format_exc()}",
               file=sys.stderr, flush=True)
         if control is not None:
             usage = isinstance(error, (ModelSpecError, batches.DataSpecError))
@@ -524,7 +527,7 @@ def main(argv=None) -> int:
             result = trainer.run(request, control_group)
         except Exception as error:  # noqa: BLE001 - the trial failed: say why, then end these workers
             _record_failure(args.log_prefix, rank, request["id"], _error_text(error))
-            print(f"acspeed.worker rank {rank}: trial {request['id']} failed: {_error_text(error)}\n"
+            print(f"{_MODULE} rank {rank}: trial {request['id']} failed: {_error_text(error)}\n"
                   f"{traceback.format_exc()}", file=sys.stderr, flush=True)
             if control is not None:
                 control.send(protocol.failed(request["id"], _error_text(error)))

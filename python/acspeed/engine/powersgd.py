@@ -39,7 +39,7 @@ Non-finite gradients: a NaN/Inf in any rank's gradient makes the reduced P, Q or
 non-finite (on every rank alike: they are the results of the same all-reduces). Such a bucket's
 verdict is bad, and its factors and residuals are not updated: the tensors keep the Q and the error
 of their last finite step, so one bad step cannot poison every later one. What reaches the
-gradients is the hook's choice (hooks.py): the decompressed, non-finite result (a GradScaler in use
+gradients is the hook's choice (state.py): the decompressed, non-finite result (a GradScaler in use
 sees it, skips the step and backs the scale off), or, with the guard on, the untouched raw gradients,
 which the step's last hook call reduces again uncompressed. The verdict is a 0-d tensor: on CUDA the
 state update selects with it on the device (no host sync); on the CPU it is read directly.
@@ -57,7 +57,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from . import _log
+from .. import _log
 
 STATE_VERSION = 1
 # Each matrix's M, P^T and Q^T start at a multiple of this many elements (64 bytes in fp32) in their
@@ -258,7 +258,7 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
     gradients; after finish it holds the averaged approximation, or, when the verdict is bad and
     keep_raw is true, still the raw gradients. `leader`: hierarchical only, the global rank that
     takes part in the inter-node step for this rank's node (every rank: itself for the flat
-    algorithms). `nonfinite(tensor)`: the 0-d NaN/Inf flag of a tensor (hooks.py's guard's)."""
+    algorithms). `nonfinite(tensor)`: the 0-d NaN/Inf flag of a tensor (the hook's guard's)."""
     hierarchical = algorithm.by_node
     # The ranks that factor (see "hierarchical" above): every rank, or the nodes' leaders.
     factoring = psgd.nodes if hierarchical else world_size

@@ -32,13 +32,13 @@ nbytes) on the hook's thread right before the bucket's first collective, and buc
 before the future DDP waits on completes.
 """
 import dataclasses
-import weakref
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
 
-from . import _log, _runtime, decision, powersgd, scaler
+from .. import _log, _runtime, decision, scaler
+from . import powersgd
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
 from .collectives import PROBES, Collectives
@@ -46,7 +46,7 @@ from .issue import Job, block_stream, issuer_for
 from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, describe_failures
 
 if TYPE_CHECKING:
-    from ._core import CommConfig
+    from .._core import CommConfig
 
 
 def _wire_dtype(config: "CommConfig") -> Optional[torch.dtype]:
@@ -407,79 +407,3 @@ def comm_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future
         hook, user_state = state.user_hook
         return hook(user_state, bucket)
     return state.run(bucket)
-
-
-# DDP model -> its HookState. Not an attribute of the model: DDP pickles its __dict__ (deepcopy,
-# torch.save), and a copy must hold no process group, lock or stream of acspeed's (README.md,
-# "DDP's own code paths").
-_STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def state_of(ddp) -> Optional[HookState]:
-    """The acspeed hook state of a DDP model, or None when acspeed registered no hook on it (also
-    on a copy of one: copies reduce with DDP's built-in allreduce)."""
-    return _STATES.get(ddp)
-
-
-def attach_observer(ddp, observer) -> None:
-    """Attaches a BucketObserver (acspeed.probes) to a DDP model's acspeed hook; None detaches.
-    Raises ValueError when acspeed registered no hook on that model (DDP defaults need none)."""
-    state = state_of(ddp)
-    if state is None:
-        raise ValueError("this DDP model has no acspeed comm hook (its config keeps DDP's built-in "
-                         "allreduce, or acspeed stepped aside), so there is nothing to observe")
-    state.observer = observer
-
-
-def install(ddp, config: "CommConfig", group) -> HookState:
-    """Builds the hook state for `ddp` and registers the hook (collective). The lanes are released
-    when the DDP object is garbage-collected, or earlier by HookState.close()."""
-    state = HookState.create(config, group, [p for p in ddp.module.parameters() if p.requires_grad])
-    state.param_names = {id(p): name for name, p in ddp.module.named_parameters()}
-    try:
-        original_register_comm_hook()(ddp, state, comm_hook)
-    except BaseException:
-        state.close()
-        raise
-    # DDP lists registered hooks in _comm_hooks (pickled with the model; run per parameter by its Python
-    # reducer): acspeed's hook is not the user's, so it stays out of that list, as DDP's built-in one does.
-    if getattr(ddp, "_comm_hooks", None):
-        ddp._comm_hooks = [(hook, hook_state) for hook, hook_state in ddp._comm_hooks if hook is not comm_hook]
-    _STATES[ddp] = state
-    weakref.finalize(ddp, state.close)
-    return state
-
-
-def original_register_comm_hook():
-    """DDP's own register_comm_hook, also after acspeed patched it."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    method = DDP.register_comm_hook
-    return getattr(method, "_acspeed_original", method)
-
-
-def yield_to_user(ddp, state: HookState, user_state, user_hook) -> None:
-    """The user registered their own comm hook after acspeed did: theirs runs from now on (DDP keeps
-    one hook slot, so acspeed's hook hands every bucket to theirs) and acspeed's lanes are released."""
-    check = getattr(ddp, "_check_comm_hook", None)
-    if check is not None:
-        check(user_hook)
-    name = getattr(user_hook, "__qualname__", repr(user_hook))
-    state.user_hook = (user_hook, user_state)
-    if getattr(ddp, "logger", None) is not None:
-        ddp.logger._set_comm_hook_name(name)
-    if hasattr(ddp, "_comm_hooks"):
-        ddp._comm_hooks = [(user_hook, user_state)]
-    state.close()
-    _log.info(f"your comm hook {name} replaces acspeed's ({state.config.algorithm}, "
-              f"{state.config.streams} stream(s), compression {state.config.compression})",
-              once=("user-hook", name))
-
-
-def python_builtin_hook(comm_hook_type):
-    """torch's Python hook doing what a built-in C++ comm hook type does (same numerics)."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: PLC0415
-    twins = {dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
-             dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook}
-    if comm_hook_type not in twins:
-        raise ValueError(f"built-in comm hook {comm_hook_type} is not one of {', '.join(map(str, twins))}")
-    return twins[comm_hook_type]

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from . import _log
+from .. import _log
 
 MAX_LANES = 8
 ROLES = ("all", "intra", "inter")

@@ -1,4 +1,4 @@
-"""The batches the tuner's workers train on (acspeed.worker): the user's data, or a learnable
+"""The batches the tuner's workers train on (acspeed._worker.worker): the user's data, or a learnable
 synthetic stream, all made when the workers start, before any trial is timed.
 
 `acspeed-tune --data pkg.module:function` names a function

@@ -1,6 +1,6 @@
 """The tuner <-> worker protocol, Python side: one JSON object per line, each with "v" (the version)
 and "type". tuner/src/protocol.h documents every message and is the tuner's side; the trial worker
-(acspeed.worker) and every test that plays the tuner or a worker build and read messages here.
+(acspeed._worker.worker) and every test that plays the tuner or a worker build and read messages here.
 
 Importing this module needs neither torch nor the compiled runtime (the tests' fake worker loads it
 by its path)."""

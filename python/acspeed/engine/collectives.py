@@ -6,7 +6,7 @@ path. A probe issues the collective asynchronously and waits on it as the hook d
 future for the collectives that can end a bucket's reduction (the hook chains the bucket's completion
 on that future), on the Work itself for reduce_scatter_tensor. Some backends' Work objects have no
 future ("Work::getFuture not implemented"); without one for all_reduce, the hook cannot run
-(hooks.py then steps aside). Missing pieces: without reduce_scatter_tensor the
+(the hook then steps aside). Missing pieces: without reduce_scatter_tensor the
 algorithms all-reduce the whole buffer (see algorithms.py); all_gather_into_tensor becomes the list
 all_gather into views of the output."""
 import dataclasses
