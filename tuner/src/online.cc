@@ -397,15 +397,8 @@ OnlineTuner::OnlineTuner(OnlineSpace space, OnlineOptions options) : s_(std::mak
   strategy.seed = s.o.seed;
   strategy.min_gain = s.o.min_gain;
   if (s.o.model) {
-    const StepModel* model = &*s.o.model;
-    const SearchSpace* grid = &s.space.space;
-    const int nnodes = s.o.nnodes;
     const int per_node = s.o.nnodes > 0 && s.o.world_size > 0 ? s.o.world_size / s.o.nnodes : 0;
-    strategy.order_by = [model, grid, nnodes, per_node](const Point& p) -> std::optional<Forecast> {
-      const Prediction f = predict(*model, grid->config_at(p), Scenario{1, nnodes, per_node});
-      if (!f.ok) return std::nullopt;
-      return Forecast{f.step_s, f.bound_s, f.reliable};
-    };
+    strategy.order_by = model_forecast(*s.o.model, s.space.space, Scenario{1, s.o.nnodes, per_node});
   }
   s.descent = make_strategy("descent", s.space.space, strategy);
 }

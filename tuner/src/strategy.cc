@@ -250,9 +250,9 @@ std::vector<std::string> names_with_auto() {
 
 }  // namespace
 
-ForecastFn model_forecast(const StepModel& model, const SearchSpace& space) {
-  return [&model, space](const Point& point) -> std::optional<Forecast> {
-    const Prediction p = predict(model, space.config_at(point));
+ForecastFn model_forecast(const StepModel& model, const SearchSpace& space, const Scenario& scenario) {
+  return [&model, space, scenario](const Point& point) -> std::optional<Forecast> {
+    const Prediction p = predict(model, space.config_at(point), scenario);
     if (!p.ok) return std::nullopt;
     return Forecast{p.step_s, p.bound_s, p.reliable};
   };

@@ -75,11 +75,12 @@ struct Forecast {
 // nullopt: the model cannot forecast this point (yet).
 using ForecastFn = std::function<std::optional<Forecast>(const Point&)>;
 
-// The step model's forecast of the space's points: predict() on the calibration link and nodes;
-// nullopt where it cannot predict (among others, a config whose flow count no trial calibrated:
-// step_model.h's flow_count_unmeasured), so the model strategy measures that point first. `model` is
-// read at each call, so the forecast learns as the caller recalibrates it: it must outlive the result.
-ForecastFn model_forecast(const StepModel& model, const SearchSpace& space);
+// The step model's forecast of the space's points: predict() under `scenario` (default: the
+// calibration link and nodes); nullopt where it cannot predict (among others, a config whose flow
+// count no trial calibrated: step_model.h's flow_count_unmeasured), so the model strategy measures
+// that point first; online tuning orders its candidates by it. `model` is read at each call, so the
+// forecast learns as the caller recalibrates it: it must outlive the result.
+ForecastFn model_forecast(const StepModel& model, const SearchSpace& space, const Scenario& scenario = {});
 
 struct StrategyOptions {
   uint64_t seed = 0;       // orders the knobs of each descent sweep, and the model's ties
