@@ -13,7 +13,9 @@ def _exec(name: str) -> None:
     program = BIN / name
     if not os.access(program, os.X_OK):
         sys.exit(f"{name}: the bundled executable {program} is missing or not executable; reinstall acspeed")
-    os.execv(program, [str(program), *sys.argv[1:]])
+    # argv[0] as the user typed the command (its name, not this package's path inside site-packages):
+    # sessions and reports record the command line.
+    os.execv(program, [os.path.basename(sys.argv[0]) or name, *sys.argv[1:]])
 
 
 def tune() -> None:

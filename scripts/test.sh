@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: sets up and builds what is missing (scripts/setup.sh), then the GoogleTest suites
+# Runs every test: sets up and builds what is missing (scripts/setup.sh --tests), then the GoogleTest suites
 # (ctest) and the pytest suites, and the libFuzzer targets when clang++ is installed
 # (scripts/fuzz.sh) beside them: the fuzz stage shares no file, port or process with the others, so it
 # runs while they do (its output follows theirs). Tests that need root (the emulated cluster) run
@@ -20,7 +20,7 @@ if [ "${1:-}" = --quick ]; then quick=(-m "not slow"); shift; fi
 stage() { printf '[test] %s\n' "$*"; }
 
 start=$SECONDS
-"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/setup.sh" --tests
 stage "setup and build: $((SECONDS - start)) s"
 status=0
 fuzz_pid=

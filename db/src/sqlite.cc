@@ -1,6 +1,5 @@
 #include "sqlite.h"
 
-
 #include "acspeed/error.h"
 
 namespace acspeed::sqlite {
@@ -59,26 +58,32 @@ Statement::Statement(const Connection& db, const char* sql) : db_(db) {
 
 Statement::~Statement() { sqlite3_finalize(stmt_); }
 
-Statement& Statement::bind(int index, int64_t value) {
-  sqlite3_bind_int64(stmt_, index, value);
+int Statement::parameter(const std::string& name) const {
+  const int index = sqlite3_bind_parameter_index(stmt_, (":" + name).c_str());
+  if (index == 0) ACS_THROW(StoreError, "statement '{}' has no parameter :{}", sqlite3_sql(stmt_), name);
+  return index;
+}
+
+Statement& Statement::bind(const std::string& name, int64_t value) {
+  sqlite3_bind_int64(stmt_, parameter(name), value);
   return *this;
 }
-Statement& Statement::bind(int index, double value) {
-  sqlite3_bind_double(stmt_, index, value);
+Statement& Statement::bind(const std::string& name, double value) {
+  sqlite3_bind_double(stmt_, parameter(name), value);
   return *this;
 }
-Statement& Statement::bind(int index, const std::string& value) {
-  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+Statement& Statement::bind(const std::string& name, const std::string& value) {
+  sqlite3_bind_text(stmt_, parameter(name), value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
   return *this;
 }
-Statement& Statement::bind(int index, const std::optional<double>& value) {
-  if (value) return bind(index, *value);
-  sqlite3_bind_null(stmt_, index);
+Statement& Statement::bind(const std::string& name, const std::optional<double>& value) {
+  if (value) return bind(name, *value);
+  sqlite3_bind_null(stmt_, parameter(name));
   return *this;
 }
-Statement& Statement::bind(int index, const std::optional<int64_t>& value) {
-  if (value) return bind(index, *value);
-  sqlite3_bind_null(stmt_, index);
+Statement& Statement::bind(const std::string& name, const std::optional<int64_t>& value) {
+  if (value) return bind(name, *value);
+  sqlite3_bind_null(stmt_, parameter(name));
   return *this;
 }
 
@@ -94,11 +99,21 @@ void Statement::run() {
   }
 }
 
-int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_, column); }
-double Statement::real(int column) const { return sqlite3_column_double(stmt_, column); }
-bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-std::string Statement::text(int column) const {
-  const auto* data = sqlite3_column_text(stmt_, column);
+int Statement::column(const std::string& name) const {
+  const int count = sqlite3_column_count(stmt_);
+  for (int i = 0; i < count; ++i) {
+    if (name == sqlite3_column_name(stmt_, i)) return i;
+  }
+  ACS_THROW(StoreError, "statement '{}' returns no column {}", sqlite3_sql(stmt_), name);
+}
+
+int64_t Statement::int64(const std::string& name) const { return sqlite3_column_int64(stmt_, column(name)); }
+double Statement::real(const std::string& name) const { return sqlite3_column_double(stmt_, column(name)); }
+bool Statement::is_null(const std::string& name) const {
+  return sqlite3_column_type(stmt_, column(name)) == SQLITE_NULL;
+}
+std::string Statement::text(const std::string& name) const {
+  const auto* data = sqlite3_column_text(stmt_, column(name));
   return data ? std::string(reinterpret_cast<const char*>(data)) : std::string();
 }
 

@@ -1,5 +1,7 @@
 // A thin RAII layer over the SQLite C API (private to db/): a connection, prepared statements with
 // typed binds and columns, and a transaction guard. Errors throw StoreError naming the file.
+// Parameters and columns are named, never numbered: a statement writes `:name` for each parameter
+// and binds it as bind("name", value); a row's values are read by the name the SELECT gives them.
 #pragma once
 
 #include <sqlite3.h>
@@ -19,22 +21,28 @@ class Statement {
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
-  Statement& bind(int index, int64_t value);
-  Statement& bind(int index, double value);
-  Statement& bind(int index, const std::string& value);
-  Statement& bind(int index, const std::optional<double>& value);
-  Statement& bind(int index, const std::optional<int64_t>& value);
+  // Binds parameter `:name`; a name the statement does not have is an error.
+  Statement& bind(const std::string& name, int64_t value);
+  Statement& bind(const std::string& name, double value);
+  Statement& bind(const std::string& name, const std::string& value);
+  Statement& bind(const std::string& name, const std::optional<double>& value);
+  Statement& bind(const std::string& name, const std::optional<int64_t>& value);
   // Advances to the next row; false when done.
   bool step();
   // Runs a statement that returns no rows.
   void run();
 
-  int64_t int64(int column) const;
-  double real(int column) const;
-  std::string text(int column) const;
-  bool is_null(int column) const;
+  // The current row's value of column `name` (NULL reads as 0 / ""); a name the result does not
+  // have is an error.
+  int64_t int64(const std::string& name) const;
+  double real(const std::string& name) const;
+  std::string text(const std::string& name) const;
+  bool is_null(const std::string& name) const;
 
  private:
+  int parameter(const std::string& name) const;
+  int column(const std::string& name) const;
+
   const Connection& db_;
   sqlite3_stmt* stmt_ = nullptr;
 };

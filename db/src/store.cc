@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/error.h"
-#include "acspeed/json_io.h"
 #include "acspeed/log.h"
 #include "acspeed/settings.h"
+#include "rows.h"
 #include "schema.h"
 #include "sqlite.h"
 
@@ -23,8 +23,6 @@ namespace acspeed {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
 struct NamedFs {
   int64_t magic;
@@ -84,15 +82,6 @@ void check_sqlite_header(const std::string& path) {
   }
 }
 
-std::string json_times(const std::vector<double>& times) { return nlohmann::json(times).dump(); }
-std::vector<double> parse_times(const std::string& text, int64_t trial_id, const std::string& path) {
-  try {
-    return json_io::as<std::vector<double>>(json_io::parse(text, "step times"), "step_times_json");
-  } catch (const InvalidArgument& e) {
-    ACS_THROW(StoreError, "trial {} in store {} holds unreadable step times: {}", trial_id, path, e.what());
-  }
-}
-
 }  // namespace
 
 bool is_network_filesystem(int64_t fs_type) { return network_fs_name(fs_type) != nullptr; }
@@ -123,9 +112,9 @@ struct Store::Impl {
   const sqlite::Connection& conn() const { return *db; }
 
   int read_version() const {
-    sqlite::Statement stmt(*db, "PRAGMA user_version");
+    sqlite::Statement stmt(*db, "SELECT user_version FROM pragma_user_version");
     stmt.step();
-    return static_cast<int>(stmt.int64(0));
+    return static_cast<int>(stmt.int64("user_version"));
   }
 
   // Switches to WAL and applies pending migrations, each in its own write transaction; concurrent
@@ -150,65 +139,27 @@ struct Store::Impl {
     version = read_version();
   }
 
-  Decision read_decision(const sqlite::Statement& s) const;
-
   // The decisions' gpus_shared column (schema 4). A store of an older schema read without migrating
   // (a training job's lookup never migrates) has none: all its decisions were tuned with a GPU per rank.
-  const char* gpus_shared_column() const { return version >= 4 ? "gpus_shared" : "0"; }
-  // What read_decision() reads, in its order.
-  std::string decision_columns() const;
+  std::string gpus_shared_column() const { return version >= 4 ? "gpus_shared" : "0"; }
+  std::map<std::string, std::string> absent_decision_columns() const {
+    if (version >= 4) return {};
+    return {{"gpus_shared", gpus_shared_column()}};
+  }
+  // "SELECT <every decision column> FROM decisions <rest>".
+  std::string select_decisions(const std::string& rest) const {
+    return fmt::format("SELECT {} FROM decisions {}", rows::select_list<rows::DecisionRow>(absent_decision_columns()),
+                       rest);
+  }
 
   // Clears the active flag of the key's active decision (inside the caller's transaction).
   void deactivate(const DecisionKey& key) const {
-    sqlite::Statement clear(*db,
-                            "UPDATE decisions SET active = 0 WHERE instance_type = ?1 AND model_signature = ?2 "
-                            "AND precision = ?3 AND world_size = ?4 AND nnodes = ?5 AND gpus_shared = ?6 "
-                            "AND active = 1");
-    clear.bind(1, key.instance_type).bind(2, key.model_signature).bind(3, key.precision)
-        .bind(4, key.world_size).bind(5, key.nnodes).bind(6, int64_t{key.gpus_shared}).run();
+    sqlite::Statement clear(*db, fmt::format("UPDATE decisions SET active = 0 WHERE {} AND active = 1",
+                                             rows::equal_clause<rows::DecisionKeyRow>()).c_str());
+    rows::bind<rows::DecisionKeyRow>(clear, key);
+    clear.run();
   }
 };
-
-namespace {
-constexpr const char* kDecisionColumns =
-    "id, instance_type, model_signature, model_name, precision, world_size, nnodes, config_json, "
-    "active, session_id, torch_version, nccl_version, cuda_version, batch_size, speedup, ci_low, "
-    "ci_high, evidence_json, note, created_at";
-}
-
-std::string Store::Impl::decision_columns() const {
-  return fmt::format("{}, {}", kDecisionColumns, gpus_shared_column());
-}
-
-Decision Store::Impl::read_decision(const sqlite::Statement& s) const {
-  Decision d;
-  d.id = s.int64(0);
-  d.key.instance_type = s.text(1);
-  d.key.model_signature = s.text(2);
-  d.model_name = s.text(3);
-  d.key.precision = s.text(4);
-  d.key.world_size = s.int64(5);
-  d.key.nnodes = s.int64(6);
-  try {
-    d.config = config_from_json(s.text(7));
-  } catch (const InvalidArgument& e) {
-    d.config_error = e.what();
-  }
-  d.active = s.int64(8) != 0;
-  if (!s.is_null(9)) d.session_id = s.int64(9);
-  d.torch_version = s.text(10);
-  d.nccl_version = s.text(11);
-  d.cuda_version = s.text(12);
-  d.batch_size = s.int64(13);
-  if (!s.is_null(14)) d.speedup = s.real(14);
-  if (!s.is_null(15)) d.ci_low = s.real(15);
-  if (!s.is_null(16)) d.ci_high = s.real(16);
-  d.evidence_json = s.text(17);
-  d.note = s.text(18);
-  d.created_at = s.text(19);
-  d.key.gpus_shared = s.int64(20) != 0;
-  return d;
-}
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
@@ -277,10 +228,11 @@ std::unique_ptr<Store> Store::open(const StoreOptions& options) {
     // ours. Version and tables are read in one statement, so a migration committing in between
     // cannot make a store look foreign.
     sqlite::Statement tables(*impl->db,
-                             "SELECT (SELECT user_version FROM pragma_user_version), count(*) FROM sqlite_master");
+                             "SELECT (SELECT user_version FROM pragma_user_version) AS version, count(*) AS objects "
+                             "FROM sqlite_master");
     tables.step();
-    impl->version = static_cast<int>(tables.int64(0));
-    if (impl->version == 0 && tables.int64(1) != 0) {
+    impl->version = static_cast<int>(tables.int64("version"));
+    if (impl->version == 0 && tables.int64("objects") != 0) {
       ACS_THROW(StoreError, "store {} is a SQLite database but not an acspeed store; it was left unchanged",
                 path);
     }
@@ -299,40 +251,34 @@ void Store::record_instance_type(const Fingerprint& fp) {
   impl_->require_writable("record the instance type");
   sqlite::WriteTransaction tx(impl_->conn());
   sqlite::Statement stmt(impl_->conn(), fmt::format(
-      "INSERT INTO instance_types(key, explicit_name, detected_key, details_json, first_seen, last_seen) "
-      "VALUES (?1, ?2, ?3, ?4, {0}, {0}) ON CONFLICT(key) DO UPDATE SET explicit_name = ?2, "
-      "detected_key = ?3, details_json = ?4, last_seen = {0}", kNow).c_str());
-  stmt.bind(1, fp.instance_type)
-      .bind(2, int64_t{fp.explicit_name})
-      .bind(3, fp.detected_key)
-      .bind(4, nlohmann::json(fp.details).dump())
-      .run();
+      "{} ON CONFLICT(key) DO UPDATE SET explicit_name = excluded.explicit_name, "
+      "detected_key = excluded.detected_key, details_json = excluded.details_json, last_seen = excluded.last_seen",
+      rows::insert_sql<rows::InstanceTypeRow>()).c_str());
+  InstanceTypeRecord row;
+  row.key = fp.instance_type;
+  row.explicit_name = fp.explicit_name;
+  row.detected_key = fp.detected_key;
+  row.details_json = nlohmann::json(fp.details).dump();
+  rows::bind<rows::InstanceTypeRow>(stmt, row);
+  stmt.run();
   tx.commit();
 }
 
 std::vector<InstanceTypeRecord> Store::instance_types() const {
   std::vector<InstanceTypeRecord> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(),
-                         "SELECT key, explicit_name, detected_key, details_json, first_seen, last_seen "
-                         "FROM instance_types ORDER BY key");
-  while (stmt.step()) {
-    out.push_back({stmt.text(0), stmt.int64(1) != 0, stmt.text(2), stmt.text(3), stmt.text(4), stmt.text(5)});
-  }
+  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM instance_types ORDER BY key",
+                                                    rows::select_list<rows::InstanceTypeRow>()).c_str());
+  while (stmt.step()) rows::read<rows::InstanceTypeRow>(stmt, out.emplace_back());
   return out;
 }
 
 int64_t Store::create_session(const SessionRecord& s) {
   impl_->require_writable("create a tuning session");
   sqlite::WriteTransaction tx(impl_->conn());
-  sqlite::Statement stmt(impl_->conn(), fmt::format(
-      "INSERT INTO sessions(instance_type, model_name, model_signature, precision, world_size, nnodes, "
-      "batch_size, strategy, seed, search_space_json, options_json, versions_json, status, started_at) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, {})", kNow).c_str());
-  stmt.bind(1, s.instance_type).bind(2, s.model_name).bind(3, s.model_signature).bind(4, s.precision)
-      .bind(5, s.world_size).bind(6, s.nnodes).bind(7, s.batch_size).bind(8, s.strategy).bind(9, s.seed)
-      .bind(10, s.search_space_json).bind(11, s.options_json).bind(12, s.versions_json).bind(13, s.status)
-      .run();
+  sqlite::Statement stmt(impl_->conn(), rows::insert_sql<rows::SessionRow>().c_str());
+  rows::bind<rows::SessionRow>(stmt, s);
+  stmt.run();
   const int64_t id = impl_->conn().last_insert_id();
   tx.commit();
   return id;
@@ -342,65 +288,39 @@ void Store::finish_session(int64_t session_id, const std::string& status) {
   impl_->require_writable("finish a tuning session");
   sqlite::WriteTransaction tx(impl_->conn());
   sqlite::Statement stmt(impl_->conn(),
-                         fmt::format("UPDATE sessions SET status = ?1, finished_at = {} WHERE id = ?2", kNow).c_str());
-  stmt.bind(1, status).bind(2, session_id).run();
+                         fmt::format("UPDATE sessions SET status = :status, finished_at = {} WHERE id = :id",
+                                     rows::kNow).c_str());
+  stmt.bind("status", status).bind("id", session_id).run();
   if (impl_->conn().changes() == 0) ACS_THROW(StoreError, "no tuning session {} in store {}", session_id, impl_->path);
   tx.commit();
 }
 
-namespace {
-constexpr const char* kSessionColumns =
-    "id, instance_type, model_name, model_signature, precision, world_size, nnodes, batch_size, strategy, "
-    "seed, search_space_json, options_json, versions_json, status, started_at, coalesce(finished_at, '')";
-
-SessionRecord read_session(const sqlite::Statement& s) {
-  SessionRecord r;
-  r.id = s.int64(0);
-  r.instance_type = s.text(1);
-  r.model_name = s.text(2);
-  r.model_signature = s.text(3);
-  r.precision = s.text(4);
-  r.world_size = s.int64(5);
-  r.nnodes = s.int64(6);
-  r.batch_size = s.int64(7);
-  r.strategy = s.text(8);
-  r.seed = s.int64(9);
-  r.search_space_json = s.text(10);
-  r.options_json = s.text(11);
-  r.versions_json = s.text(12);
-  r.status = s.text(13);
-  r.started_at = s.text(14);
-  r.finished_at = s.text(15);
-  return r;
-}
-}  // namespace
-
 std::optional<SessionRecord> Store::session(int64_t session_id) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM sessions WHERE id = ?1", kSessionColumns).c_str());
-  stmt.bind(1, session_id);
+  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM sessions WHERE id = :id",
+                                                    rows::select_list<rows::SessionRow>()).c_str());
+  stmt.bind("id", session_id);
   if (!stmt.step()) return std::nullopt;
-  return read_session(stmt);
+  SessionRecord session;
+  rows::read<rows::SessionRow>(stmt, session);
+  return session;
 }
 
 std::vector<SessionRecord> Store::sessions() const {
   std::vector<SessionRecord> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM sessions ORDER BY id", kSessionColumns).c_str());
-  while (stmt.step()) out.push_back(read_session(stmt));
+  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM sessions ORDER BY id",
+                                                    rows::select_list<rows::SessionRow>()).c_str());
+  while (stmt.step()) rows::read<rows::SessionRow>(stmt, out.emplace_back());
   return out;
 }
 
 int64_t Store::add_trial(const TrialRecord& t) {
   impl_->require_writable("record a trial");
   sqlite::WriteTransaction tx(impl_->conn());
-  sqlite::Statement stmt(impl_->conn(), fmt::format(
-      "INSERT INTO trials(session_id, ordinal, role, config_json, status, error, step_times_json, "
-      "metrics_json, started_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-      "coalesce(nullif(?9, ''), {0}), coalesce(nullif(?10, ''), {0}))", kNow).c_str());
-  stmt.bind(1, t.session_id).bind(2, t.ordinal).bind(3, t.role).bind(4, t.config_json).bind(5, t.status)
-      .bind(6, t.error).bind(7, json_times(t.step_times_s)).bind(8, t.metrics_json).bind(9, t.started_at)
-      .bind(10, t.finished_at).run();
+  sqlite::Statement stmt(impl_->conn(), rows::insert_sql<rows::TrialRow>().c_str());
+  rows::bind<rows::TrialRow>(stmt, t);
+  stmt.run();
   const int64_t id = impl_->conn().last_insert_id();
   tx.commit();
   return id;
@@ -409,25 +329,16 @@ int64_t Store::add_trial(const TrialRecord& t) {
 std::vector<TrialRecord> Store::trials(int64_t session_id) const {
   std::vector<TrialRecord> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(),
-                         "SELECT id, session_id, ordinal, role, config_json, status, error, step_times_json, "
-                         "metrics_json, started_at, finished_at FROM trials WHERE session_id = ?1 "
-                         "ORDER BY ordinal, id");
-  stmt.bind(1, session_id);
+  sqlite::Statement stmt(impl_->conn(), fmt::format("SELECT {} FROM trials WHERE session_id = :session_id "
+                                                    "ORDER BY ordinal, id",
+                                                    rows::select_list<rows::TrialRow>()).c_str());
+  stmt.bind("session_id", session_id);
   while (stmt.step()) {
-    TrialRecord t;
-    t.id = stmt.int64(0);
-    t.session_id = stmt.int64(1);
-    t.ordinal = stmt.int64(2);
-    t.role = stmt.text(3);
-    t.config_json = stmt.text(4);
-    t.status = stmt.text(5);
-    t.error = stmt.text(6);
-    t.step_times_s = parse_times(stmt.text(7), t.id, impl_->path);
-    t.metrics_json = stmt.text(8);
-    t.started_at = stmt.text(9);
-    t.finished_at = stmt.text(10);
-    out.push_back(std::move(t));
+    try {
+      rows::read<rows::TrialRow>(stmt, out.emplace_back());
+    } catch (const InvalidArgument& e) {
+      ACS_THROW(StoreError, "trial {} in store {} is unreadable: {}", stmt.int64("id"), impl_->path, e.what());
+    }
   }
   return out;
 }
@@ -439,17 +350,11 @@ int64_t Store::add_decision(const Decision& d, bool activate) {
   if (activate) {
     impl_->deactivate(d.key);
   }
-  sqlite::Statement stmt(impl_->conn(), fmt::format(
-      "INSERT INTO decisions(instance_type, model_signature, model_name, precision, world_size, nnodes, "
-      "config_json, active, session_id, torch_version, nccl_version, cuda_version, batch_size, speedup, "
-      "ci_low, ci_high, evidence_json, note, gpus_shared, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-      "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, {})", kNow).c_str());
-  stmt.bind(1, d.key.instance_type).bind(2, d.key.model_signature).bind(3, d.model_name)
-      .bind(4, d.key.precision).bind(5, d.key.world_size).bind(6, d.key.nnodes)
-      .bind(7, config_to_json(d.config)).bind(8, int64_t{activate}).bind(9, d.session_id)
-      .bind(10, d.torch_version).bind(11, d.nccl_version).bind(12, d.cuda_version).bind(13, d.batch_size)
-      .bind(14, d.speedup).bind(15, d.ci_low).bind(16, d.ci_high).bind(17, d.evidence_json).bind(18, d.note)
-      .bind(19, int64_t{d.key.gpus_shared}).run();
+  Decision row = d;
+  row.active = activate;
+  sqlite::Statement stmt(impl_->conn(), rows::insert_sql<rows::DecisionRow>().c_str());
+  rows::bind<rows::DecisionRow>(stmt, row);
+  stmt.run();
   const int64_t id = impl_->conn().last_insert_id();
   tx.commit();
   return id;
@@ -457,58 +362,61 @@ int64_t Store::add_decision(const Decision& d, bool activate) {
 
 std::optional<Decision> Store::decision(int64_t id) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(),
-                         fmt::format("SELECT {} FROM decisions WHERE id = ?1", impl_->decision_columns()).c_str());
-  stmt.bind(1, id);
+  sqlite::Statement stmt(impl_->conn(), impl_->select_decisions("WHERE id = :id").c_str());
+  stmt.bind("id", id);
   if (!stmt.step()) return std::nullopt;
-  return impl_->read_decision(stmt);
+  Decision d;
+  rows::read<rows::DecisionRow>(stmt, d);
+  return d;
 }
 
 std::vector<Decision> Store::decisions(const DecisionFilter& filter) const {
   std::vector<Decision> out;
   if (!exists()) return out;
-  sqlite::Statement stmt(impl_->conn(), fmt::format(
-      "SELECT {} FROM decisions WHERE (?1 = '' OR instance_type = ?1) "
-      "AND (?2 = '' OR model_name = ?2 OR model_signature = ?2) AND (?3 = 0 OR active = 1) "
-      "ORDER BY instance_type, model_name, world_size, nnodes, precision, id", impl_->decision_columns()).c_str());
-  stmt.bind(1, filter.instance_type.value_or(""))
-      .bind(2, filter.model.value_or(""))
-      .bind(3, int64_t{filter.active_only});
-  while (stmt.step()) out.push_back(impl_->read_decision(stmt));
+  sqlite::Statement stmt(impl_->conn(), impl_->select_decisions(
+      "WHERE (:instance_type = '' OR instance_type = :instance_type) "
+      "AND (:model = '' OR model_name = :model OR model_signature = :model) AND (:active_only = 0 OR active = 1) "
+      "ORDER BY instance_type, model_name, world_size, nnodes, precision, id").c_str());
+  stmt.bind("instance_type", filter.instance_type.value_or(""))
+      .bind("model", filter.model.value_or(""))
+      .bind("active_only", int64_t{filter.active_only});
+  while (stmt.step()) rows::read<rows::DecisionRow>(stmt, out.emplace_back());
   return out;
 }
 
 std::optional<Decision> Store::active_decision(const DecisionKey& key, bool any_precision) const {
   if (!exists()) return std::nullopt;
-  sqlite::Statement stmt(impl_->conn(), fmt::format(
-      "SELECT {} FROM decisions WHERE active = 1 AND instance_type = ?1 AND model_signature = ?2 "
-      "AND (?3 = 1 OR precision = ?4) AND world_size = ?5 AND nnodes = ?6 AND {} = ?7 ORDER BY id DESC LIMIT 1",
-      impl_->decision_columns(), impl_->gpus_shared_column()).c_str());
-  stmt.bind(1, key.instance_type).bind(2, key.model_signature).bind(3, int64_t{any_precision})
-      .bind(4, key.precision).bind(5, key.world_size).bind(6, key.nnodes).bind(7, int64_t{key.gpus_shared});
+  sqlite::Statement stmt(impl_->conn(), impl_->select_decisions(fmt::format(
+      "WHERE active = 1 AND instance_type = :instance_type AND model_signature = :model_signature "
+      "AND (:any_precision = 1 OR precision = :precision) AND world_size = :world_size AND nnodes = :nnodes "
+      "AND {} = :gpus_shared ORDER BY id DESC LIMIT 1", impl_->gpus_shared_column())).c_str());
+  rows::bind<rows::DecisionKeyRow>(stmt, key);
+  stmt.bind("any_precision", int64_t{any_precision});
   if (!stmt.step()) return std::nullopt;
-  return impl_->read_decision(stmt);
+  Decision d;
+  rows::read<rows::DecisionRow>(stmt, d);
+  return d;
 }
 
 void Store::activate(int64_t id) {
   impl_->require_writable("activate a decision");
   sqlite::WriteTransaction tx(impl_->conn());
-  sqlite::Statement find(impl_->conn(),
-                         fmt::format("SELECT {} FROM decisions WHERE id = ?1", impl_->decision_columns()).c_str());
-  find.bind(1, id);
+  sqlite::Statement find(impl_->conn(), impl_->select_decisions("WHERE id = :id").c_str());
+  find.bind("id", id);
   if (!find.step()) ACS_THROW(StoreError, "no decision {} in store {}", id, impl_->path);
-  const Decision d = impl_->read_decision(find);
+  Decision d;
+  rows::read<rows::DecisionRow>(find, d);
   impl_->deactivate(d.key);
-  sqlite::Statement set(impl_->conn(), "UPDATE decisions SET active = 1 WHERE id = ?1");
-  set.bind(1, id).run();
+  sqlite::Statement set(impl_->conn(), "UPDATE decisions SET active = 1 WHERE id = :id");
+  set.bind("id", id).run();
   tx.commit();
 }
 
 void Store::remove_decision(int64_t id) {
   impl_->require_writable("delete a decision");
   sqlite::WriteTransaction tx(impl_->conn());
-  sqlite::Statement stmt(impl_->conn(), "DELETE FROM decisions WHERE id = ?1");
-  stmt.bind(1, id).run();
+  sqlite::Statement stmt(impl_->conn(), "DELETE FROM decisions WHERE id = :id");
+  stmt.bind("id", id).run();
   if (impl_->conn().changes() == 0) ACS_THROW(StoreError, "no decision {} in store {}", id, impl_->path);
   tx.commit();
 }

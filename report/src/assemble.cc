@@ -225,9 +225,11 @@ Report build_report(const Store& store, int64_t session_id) {
   }
   std::sort(report.probes.begin(), report.probes.end());
   report.baseline = find_baseline(report);
-  if (report.baseline) {
-    for (auto& t : report.trials) {
-      if (t.stats && t.stats->p50 > 0) t.speedup_vs_baseline = report.baseline->stats.p50 / t.stats->p50;
+  for (auto& t : report.trials) {
+    t.is_baseline = t.config && t.config->is_default() && t.record.role != tuner::kRoleCompute &&
+                    t.record.role != tuner::kRoleCalibration;
+    if (report.baseline && !t.is_baseline && t.stats && t.stats->p50 > 0) {
+      t.speedup_vs_baseline = report.baseline->stats.p50 / t.stats->p50;
     }
   }
   report.model = tuner::session_model(store, report.session);
@@ -247,7 +249,6 @@ Report build_report(const Store& store, int64_t session_id) {
   report.versions = flatten_column(report.session.versions_json);
   report.search_space = flatten_column(report.session.search_space_json);
   report.options = flatten_column(report.session.options_json);
-  if (report.decision) report.evidence = flatten_column(report.decision->evidence_json);
   return report;
 }
 

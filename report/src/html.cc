@@ -1,5 +1,6 @@
 // The HTML report: one self-contained page (inline CSS, inline SVG drawn here, no script, nothing
-// fetched at view time) with the Markdown report's content and three plots: throughput against
+// fetched at view time) with the Markdown report's content, the decision and its evidence in words
+// first, then the plots, the trials and the settings. The plots: throughput against
 // bucket size per algorithm/streams, the step-time distribution of the best configuration vs the
 // baseline, and the compute / exposed-communication breakdown per trial. Every string that comes
 // from the store goes through escape_markup().
@@ -45,6 +46,11 @@ std::vector<double> axis_ticks(double lo, double hi, bool from_zero) {
   return ticks;
 }
 
+// The whole job's rate as one device's (what the tuner and the benchmark line print).
+double per_device(const Report& r, double job_rate) {
+  return r.session.world_size > 0 ? job_rate / static_cast<double>(r.session.world_size) : job_rate;
+}
+
 std::string series_label(const CommConfig& c) {
   std::string label = fmt::format("{}, {} stream{}", to_string(c.algorithm), c.streams, c.streams == 1 ? "" : "s");
   if (changes_numerics(c)) label += fmt::format(", {}", to_string(c.compression));
@@ -65,7 +71,8 @@ std::string throughput_chart(const Report& r) {
   if (trials.empty()) return note("No search trial with a measured throughput to plot.");
   std::map<std::string, std::vector<Point>> series;
   for (const auto* t : trials) {
-    series[series_label(*t->config)].push_back({t->config->bucket_cap_mb.value_or(kDdpDefaultBucketMb), *t->samples_per_s, t});
+    series[series_label(*t->config)].push_back(
+        {t->config->bucket_cap_mb.value_or(kDdpDefaultBucketMb), per_device(r, *t->samples_per_s), t});
   }
   std::vector<double> buckets, rates;
   for (const auto& [label, points] : series) {
@@ -74,7 +81,8 @@ std::string throughput_chart(const Report& r) {
       rates.push_back(p.rate);
     }
   }
-  const std::optional<double> baseline_rate = r.baseline ? r.baseline->samples_per_s : std::nullopt;
+  const std::optional<double> baseline_rate =
+      r.baseline && r.baseline->samples_per_s ? std::optional(per_device(r, *r.baseline->samples_per_s)) : std::nullopt;
   if (baseline_rate) rates.push_back(*baseline_rate);
   std::sort(buckets.begin(), buckets.end());
   buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
@@ -100,7 +108,7 @@ std::string throughput_chart(const Report& r) {
   svg.text(kLeft + kPlotW / 2, kTop + kPlotH + 42,
            fmt::format("bucket_cap_mb (MiB{}; unset = DDP's {:g})", x.log ? ", log scale" : "", kDdpDefaultBucketMb),
            {"middle", 12});
-  svg.text(18, kTop + kPlotH / 2, "samples/s, all devices (at p50 step time)", {"middle", 12, "#333", false, -90});
+  svg.text(18, kTop + kPlotH / 2, "samples/s per device (at p50 step time)", {"middle", 12, "#333", false, -90});
 
   if (baseline_rate) {
     svg.line(kLeft, y(*baseline_rate), kLeft + kPlotW, y(*baseline_rate), "#333", 1.5, true);
@@ -116,7 +124,7 @@ std::string throughput_chart(const Report& r) {
     if (line.size() > 1) svg.polyline(line, c, 2);
     for (const auto& p : points) {
       svg.circle(x(p.bucket_mb), y(p.rate), 4.5, c, 0.9,
-                 fmt::format("trial {}: {}: {:.1f} samples/s, p50 {} ms", p.trial->record.ordinal,
+                 fmt::format("trial {}: {}: {:.1f} samples/s per device, p50 {} ms", p.trial->record.ordinal,
                              p.trial->config_text, p.rate, format_ms(p.trial->stats->p50)));
     }
     svg.rect(kLegendX, legend_y - 9, 14, 10, c);
@@ -125,7 +133,7 @@ std::string throughput_chart(const Report& r) {
   }
   if (baseline_rate) {
     svg.line(kLegendX, legend_y - 4, kLegendX + 14, legend_y - 4, "#333", 1.5, true);
-    svg.text(kLegendX + 20, legend_y, fmt::format("DDP defaults (baseline): {:.0f}/s", *baseline_rate), {"start", 12});
+    svg.text(kLegendX + 20, legend_y, fmt::format("DDP defaults (baseline): {:.1f}/s", *baseline_rate), {"start", 12});
   }
   return svg.str();
 }
@@ -372,8 +380,8 @@ void key_value_table(std::string& out, const std::vector<std::pair<std::string, 
 
 std::string trials_table(const Report& r) {
   if (r.trials.empty()) return note("No trials recorded.");
-  const auto columns = human_columns(kInHtml);
-  std::string out = "<table class=\"trials\">\n<tr>";
+  const auto columns = shown_columns(kInHtml, r);
+  std::string out = "<div class=\"wide\"><table class=\"trials\">\n<tr>";
   for (const auto* column : columns) out += fmt::format("<th>{}</th>", e(column->human_title()));
   out += "</tr>\n";
   for (const auto& t : r.trials) {
@@ -396,14 +404,15 @@ std::string trials_table(const Report& r) {
                          e(t.record.error));
     }
   }
-  return out + "</table>\n";
+  return out + "</table></div>\n";
 }
 
 std::string decision_section(const Report& r) {
   if (!r.decision) return note(fmt::format("No decision stored for this session (session status: {}).", r.session.status));
   const auto& d = *r.decision;
-  std::string out = fmt::format("<p class=\"verdict\">Decision {} ({}): <strong>{}</strong></p>\n<ul>\n", d.id,
-                                d.active ? "active" : "not active", e(d.config.describe()));
+  std::string out = fmt::format("<p class=\"verdict\">Decision {} ({}) for {} on {}: <strong>{}</strong></p>\n<ul>\n",
+                                d.id, d.active ? "active" : "not active", e(r.session.model_name),
+                                e(r.session.instance_type), e(d.config.describe()));
   for (const auto& fact : decision_facts(r)) out += fmt::format("<li>{}</li>\n", e(fact));
   out += "</ul>\n<h3>Alternated repeats</h3>\n";
   if (r.pairs.empty()) {
@@ -421,11 +430,6 @@ std::string decision_section(const Report& r) {
     }
     out += "</table>\n";
   }
-  if (!r.evidence.empty()) {
-    out += "<h3>Evidence</h3>\n";
-    key_value_table(out, r.evidence);
-  }
-  out += fmt::format("<h3>Stored config</h3>\n<pre>{}</pre>\n", e(config_to_json(d.config, 2)));
   return out;
 }
 
@@ -434,13 +438,11 @@ body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; col
        max-width: 1160px; padding: 0 16px; line-height: 1.4; background: #fff; }
 h1 { font-size: 24px; margin-bottom: 4px; } h2 { font-size: 19px; margin-top: 32px; border-bottom: 1px solid #ddd; }
 h3 { font-size: 15px; } .sub { color: #666; font-size: 13px; word-break: break-all; }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
-.card { border: 1px solid #ddd; border-radius: 6px; padding: 10px 14px; min-width: 160px; }
-.card .label { color: #666; font-size: 12px; } .card .value { font-size: 17px; font-weight: 600; word-break: break-word; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f5f5f5; } table.kv th { min-width: 120px; font-weight: 500; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.cfg { min-width: 230px; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } td.cfg { min-width: 180px; }
+.wide { max-width: 100%; overflow-x: auto; } td.cfg, td.error { overflow-wrap: anywhere; }
 tr.chosen td { background: #eef6fc; } .row { display: flex; flex-wrap: wrap; gap: 0 32px; align-items: flex-start; }
 td.error { color: #a00; white-space: pre-wrap; word-break: break-word; }
 .status { padding: 1px 6px; border-radius: 3px; font-size: 12px; } .status.ok { background: #e3f4e8; color: #00703c; }
@@ -463,47 +465,14 @@ std::string render_html(const Report& r, const RenderOptions& options) {
       "<h1>acspeed tuning report: session {}</h1>\n",
       s.id, e(s.model_name), kStyle, s.id);
   if (!command.empty()) out += fmt::format("<div class=\"sub\">Generated by: {}</div>\n", e(command));
+  out += fmt::format("<p class=\"sub\">{} on {}: {} device(s) on {} node(s), batch {} per device, {}; session {}, "
+                     "started {} (UTC)</p>\n",
+                     e(s.model_name), e(s.instance_type), s.world_size, s.nnodes, s.batch_size, e(s.precision),
+                     e(s.status), e(s.started_at));
 
-  const auto card = [](std::string_view label, std::string_view value) {
-    return fmt::format("<div class=\"card\"><div class=\"label\">{}</div><div class=\"value\">{}</div></div>\n", e(label),
-                       e(value));
-  };
-  out += "<div class=\"cards\">\n";
-  out += card("Instance type", s.instance_type);
-  out += card("Model", s.model_name);
-  out += card("Devices", fmt::format("{} on {} node(s), batch {}/device", s.world_size, s.nnodes, s.batch_size));
-  if (r.decision) {
-    out += card("Decision", r.decision->config.describe());
-    std::string speedup = format_ratio(r.decision->speedup);
-    if (r.decision->ci_low && r.decision->ci_high) {
-      speedup += fmt::format(" [{:.3f}, {:.3f}]", *r.decision->ci_low, *r.decision->ci_high);
-    }
-    out += card(r.decision->config.is_default() ? "Rejected candidate [95% CI]" : "Speedup [95% CI]", speedup);
-  } else {
-    out += card("Decision", "none stored");
-  }
-  out += "</div>\n";
-
-  out += "<div class=\"row\"><div>\n<h2>Session</h2>\n";
-  key_value_table(out, {{"Instance type", s.instance_type},
-                        {"Model", s.model_name},
-                        {"Model signature", s.model_signature},
-                        {"Precision", s.precision},
-                        {"World size", fmt::format("{} device(s) on {} node(s)", s.world_size, s.nnodes)},
-                        {"Batch per device", std::to_string(s.batch_size)},
-                        {"Strategy", fmt::format("{} (seed {})", s.strategy, s.seed)},
-                        {"Status", s.status},
-                        {"Started (UTC)", s.started_at},
-                        {"Finished (UTC)", s.finished_at.empty() ? "-" : s.finished_at}});
-  out += "</div><div>\n<h2>Versions</h2>\n";
-  if (r.versions.empty()) out += note("No versions recorded."); else key_value_table(out, r.versions);
-  out += "</div><div>\n<h2>Search space</h2>\n";
-  if (r.search_space.empty()) out += note("No search space recorded."); else key_value_table(out, r.search_space);
-  if (!r.options.empty()) {
-    out += "<h2>Options</h2>\n";
-    key_value_table(out, r.options);
-  }
-  out += "</div></div>\n";
+  // What was decided and why, in words, first; then the plots; then the trials and the settings.
+  out += "<h2>Decision</h2>\n";
+  out += decision_section(r);
 
   out += "<h2>Plots</h2>\n<figure><figcaption>Throughput against bucket size, one line per algorithm / streams "
          "(search trials; hover a point for its trial)</figcaption>\n";
@@ -522,11 +491,33 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += loss_chart(r);
   out += "</figure>\n";
 
-  out += "<h2>Decision</h2>\n";
-  out += decision_section(r);
   out += "<h2>Trials</h2>\n";
   out += fmt::format("<p>{}</p>\n", e(trials_preamble(r)));
   out += trials_table(r);
+
+  out += "<h2>Settings</h2>\n<div class=\"row\"><div>\n<h3>Session</h3>\n";
+  key_value_table(out, {{"Instance type", s.instance_type},
+                        {"Model", s.model_name},
+                        {"Model signature", s.model_signature},
+                        {"Precision", s.precision},
+                        {"World size", fmt::format("{} device(s) on {} node(s)", s.world_size, s.nnodes)},
+                        {"Batch per device", std::to_string(s.batch_size)},
+                        {"Strategy", fmt::format("{} (seed {})", s.strategy, s.seed)},
+                        {"Status", s.status},
+                        {"Started (UTC)", s.started_at},
+                        {"Finished (UTC)", s.finished_at.empty() ? "-" : s.finished_at}});
+  out += "</div><div>\n<h3>Versions</h3>\n";
+  if (r.versions.empty()) out += note("No versions recorded."); else key_value_table(out, r.versions);
+  out += "</div><div>\n<h3>Search space</h3>\n";
+  if (r.search_space.empty()) out += note("No search space recorded."); else key_value_table(out, r.search_space);
+  if (!r.options.empty()) {
+    out += "<h3>Options</h3>\n";
+    key_value_table(out, r.options);
+  }
+  out += "</div></div>\n";
+  if (r.decision) {
+    out += fmt::format("<h3>Stored config</h3>\n<pre>{}</pre>\n", e(config_to_json(r.decision->config, 2)));
+  }
   out += "</body>\n</html>\n";
   return out;
 }

@@ -1,5 +1,5 @@
 // The Markdown report: the session, versions, search space, one table row per trial, the decision
-// with its alternated repeats and evidence, and the stored config.
+// with its evidence in words and its alternated repeats, and the stored config.
 #include <fmt/format.h>
 
 #include "acspeed/strings.h"
@@ -107,10 +107,6 @@ std::string render_markdown(const Report& r, const RenderOptions& options) {
                          format_ms(p.candidate_p50_s), format_ms(p.baseline_p50_s), format_ratio(p.speedup));
     }
     out += "\n";
-  }
-  if (!r.evidence.empty()) {
-    out += "### Evidence\n\n";
-    key_value_table(out, r.evidence);
   }
   out += fmt::format("### Stored config\n\n```json\n{}\n```\n", config_to_json(d.config, 2));
   return out;

@@ -127,8 +127,34 @@ std::vector<std::string> decision_facts(const Report& r) {
                                 speedups->describe()));
   }
   const auto evidence = nlohmann::json::parse(d.evidence_json, nullptr, false);
-  if (evidence.is_object() && evidence.contains("data") && evidence["data"].is_string()) {
-    facts.push_back(fmt::format("Convergence guard's trajectories trained on: {}", evidence["data"].get<std::string>()));
+  if (evidence.is_object()) {
+    const auto text = [&evidence](const char* key) {
+      return evidence.contains(key) && evidence[key].is_string() ? evidence[key].get<std::string>() : std::string();
+    };
+    const auto& search = evidence.contains("search") ? evidence["search"] : nlohmann::json();
+    if (search.is_object() && search.contains("measured") && search.contains("best_p50_s")) {
+      facts.push_back(fmt::format("Search: the {} strategy measured {} configuration(s); the fastest p50 step was {} ms",
+                                  search.value("strategy", std::string("?")), search["measured"].get<int64_t>(),
+                                  format_ms(search["best_p50_s"].get<double>())));
+    }
+    if (const std::string method = text("method"); !method.empty()) {
+      std::vector<std::string> speedups;
+      if (evidence.contains("pair_speedups") && evidence["pair_speedups"].is_array()) {
+        for (const auto& v : evidence["pair_speedups"]) speedups.push_back(fmt::format("{:.3f}", v.get<double>()));
+      }
+      facts.push_back(fmt::format("Method: {}, seed {}{}", method, evidence.value("seed", int64_t{0}),
+                                  speedups.empty() ? "" : fmt::format("; the pairs' speedups: {}", join(speedups))));
+    }
+    if (evidence.contains("model") && evidence["model"].is_object() && evidence["model"].contains("bound_s")) {
+      const auto& m = evidence["model"];
+      facts.push_back(fmt::format("Step model: bound {} ms{}", format_ms(m["bound_s"].get<double>()),
+                                  m.contains("efficiency")
+                                      ? fmt::format(", efficiency {}", format_percent(m["efficiency"].get<double>()))
+                                      : ""));
+    }
+    if (const std::string data = text("data"); !data.empty()) {
+      facts.push_back(fmt::format("Convergence guard's trajectories trained on: {}", data));
+    }
   }
   if (!d.note.empty()) facts.push_back(fmt::format("Note: {}", d.note));
   return facts;
@@ -138,7 +164,9 @@ std::string trials_preamble(const Report& r) {
   std::string out = r.baseline ? fmt::format("Baseline (DDP defaults): p50 {} ms over {} steps from {}. ",
                                              format_ms(r.baseline->stats.p50), r.baseline->stats.count, r.baseline->source)
                                : "No baseline measured in this session: speedups are not available. ";
-  out += fmt::format("Step time = max over ranks per step; samples/s = {} per device x {} devices / p50 step time. ",
+  out += fmt::format("Step time = max over ranks per step; samples/s per device = {} / p50 step time (x {} devices "
+                     "for the whole job). A trial that runs DDP's defaults is a baseline measurement: no speedup over "
+                     "itself. ",
                      r.session.batch_size, r.session.world_size);
   out += r.probes.empty() ? "No probe breakdown (compute / communication) was recorded."
                           : fmt::format("Compute / comm / exposed comm: per-step medians from the {} probe.",

@@ -40,8 +40,9 @@ std::string format_guard(const TrialSummary& trial);
 // The trial's speedup over the baseline divided by its step inflation (tuner/inflation.h; 1 when it
 // changes no numerics); nullopt without a speedup or with an infinite or unmeasurable inflation.
 std::optional<double> effective_speedup_vs_baseline(const TrialSummary& trial);
-// The decision in sentences (its speedup and interval, what it was tuned under, its note); empty
-// without a decision.
+// The decision and its evidence in sentences (its speedup and interval, what it was tuned under,
+// the search's size, the interval's method, seed and pair speedups, the step model's bound, what the
+// guard trained on, its note); empty without a decision.
 std::vector<std::string> decision_facts(const Report& report);
 // The sentence introducing the trials table: what the baseline is, how rates are computed.
 std::string trials_preamble(const Report& report);

@@ -1,5 +1,7 @@
 #include "trial_columns.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "acspeed/comm_methods.h"
@@ -54,13 +56,16 @@ const std::vector<TrialColumn>& trial_columns() {
       {"step_p90_s", "p90", K::kSeconds, kInAll, [](R, T t) -> CellValue { return stat(t, &StepStats::p90); }},
       {"step_p95_s", "p95", K::kSeconds, kInAll, [](R, T t) -> CellValue { return stat(t, &StepStats::p95); }},
       {"step_mean_s", "Mean", K::kSeconds, kInCsv, [](R, T t) -> CellValue { return stat(t, &StepStats::mean); }},
-      {"samples_per_s", "Samples/s", K::kRate, kInAll, [](R, T t) -> CellValue { return t.samples_per_s; }},
-      {"samples_per_s_per_device", "Samples/s per device", K::kRate, kInCsv,
+      // The whole job's rate in the CSV; people see the per-device rate, as the tuner's table and the
+      // benchmark line print it (the title says which).
+      {"samples_per_s", "Samples/s, all devices", K::kRate, kInCsv,
+       [](R, T t) -> CellValue { return t.samples_per_s; }},
+      {"samples_per_s_per_device", "Samples/s per device", K::kRate, kInAll,
        [](R r, T t) -> CellValue {
          if (!t.samples_per_s || r.session.world_size <= 0) return Number();
          return *t.samples_per_s / static_cast<double>(r.session.world_size);
        }},
-      {"speedup_vs_baseline_x", "Speedup vs baseline", K::kRatio, kInAll,
+      {"speedup_vs_baseline_x", "Speedup vs baseline", K::kSpeedup, kInAll,
        [](R, T t) -> CellValue { return t.speedup_vs_baseline; }},
       // Step inflation (tuner/inflation.h) and speedup / inflation, beside the step speedup.
       {"inflation_x", "Inflation", K::kRatio, kInCsv,
@@ -76,7 +81,9 @@ const std::vector<TrialColumn>& trial_columns() {
        [](R, T t) -> CellValue { return t.metrics.exposed_comm_s; }},
       {"compression_s", own_compute_names(true) + " compute", K::kSeconds, kInAll,
        [](R, T t) -> CellValue { return t.metrics.compression_s; }},
-      {"loss", "Loss", K::kLoss, kInAll, [](R, T t) -> CellValue { return t.metrics.loss; }},
+      // Every trial starts from the same weights on the same batch, so configs that keep the numerics
+      // measure the same loss: the CSV keeps it, people see the guard's verdict on those that change it.
+      {"loss", "Loss", K::kLoss, kInCsv, [](R, T t) -> CellValue { return t.metrics.loss; }},
       {"guard", "Convergence guard", K::kText, kInAll, [](R, T t) -> CellValue { return format_guard(t); }},
       {"error", "Error", K::kText, kInCsv | kInMarkdown, [](R, T t) -> CellValue { return t.record.error; }},
       {"config_json", "Config JSON", K::kText, kInCsv, [](R, T t) -> CellValue { return t.record.config_json; }},
@@ -90,8 +97,8 @@ const std::vector<TrialColumn>& trial_columns() {
 // verdicts; the CSV keeps the order its columns were added in.
 constexpr std::string_view kHumanOrder[] = {
     "ordinal",        "role",   "config",     "steps",         "step_p50_s", "step_p90_s", "step_p95_s",
-    "samples_per_s",  "speedup_vs_baseline_x", "compute_s",   "comm_s",     "exposed_comm_s", "bound_s",
-    "efficiency",     "compression_s", "loss", "guard",         "status",     "error"};
+    "samples_per_s_per_device", "speedup_vs_baseline_x", "compute_s", "comm_s", "exposed_comm_s", "bound_s",
+    "efficiency",     "compression_s", "guard", "status",     "error"};
 
 std::vector<const TrialColumn*> human_columns(ColumnFormat format) {
   std::vector<const TrialColumn*> shown;
@@ -99,6 +106,17 @@ std::vector<const TrialColumn*> human_columns(ColumnFormat format) {
     for (const auto& column : trial_columns()) {
       if (column.name == name && column.in(format)) shown.push_back(&column);
     }
+  }
+  return shown;
+}
+
+std::vector<const TrialColumn*> shown_columns(ColumnFormat format, const Report& report) {
+  std::vector<const TrialColumn*> shown;
+  for (const auto* column : human_columns(format)) {
+    const bool any = std::any_of(report.trials.begin(), report.trials.end(), [&](const TrialSummary& t) {
+      return human_cell(*column, report, t) != "-";
+    });
+    if (any || report.trials.empty()) shown.push_back(column);
   }
   return shown;
 }
@@ -138,6 +156,7 @@ std::string human_cell(const TrialColumn& column, const Report& r, const TrialSu
     }
     case ColumnKind::kRate: return format_rate(number_of(value));
     case ColumnKind::kRatio: return format_ratio(number_of(value));
+    case ColumnKind::kSpeedup: return t.is_baseline ? "baseline" : format_ratio(number_of(value));
     case ColumnKind::kFraction: return format_percent(number_of(value));
     case ColumnKind::kLoss: return format_loss(t);
     case ColumnKind::kText:

@@ -26,6 +26,7 @@ enum class ColumnKind {
   kMib,       // MiB
   kRate,      // samples/s
   kRatio,     // people: "1.234x"
+  kSpeedup,   // a ratio to the baseline; people: "baseline" for a trial that runs DDP's defaults
   kFraction,  // people: "83%"
   kLoss,      // people: the loss, or "NaN/Inf" when a loss was not finite
   kText,      // literal text; people: "-" when empty
@@ -51,6 +52,9 @@ struct TrialColumn {
 const std::vector<TrialColumn>& trial_columns();
 // The columns `format` (Markdown or HTML) shows, in the order people read them (kHumanOrder).
 std::vector<const TrialColumn*> human_columns(ColumnFormat format);
+// Those of human_columns(format) with a value in at least one of the report's trials (the HTML page
+// leaves out what this session did not measure: the preamble says why).
+std::vector<const TrialColumn*> shown_columns(ColumnFormat format, const Report& report);
 
 // The cell as CSV writes it (numbers in SI units with 9 significant digits, "" when missing) and as
 // people read it (unescaped; "-" when missing).

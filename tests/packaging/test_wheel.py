@@ -239,7 +239,7 @@ def test_original_quick_start_verbatim_from_the_installed_wheel(quick_start_venv
     assert str(REPO) not in done.stderr
 
 
-def test_entry_points_run_the_bundled_programs_with_the_venvs_interpreter(quick_start_venv, tmp_path):
+def test_entry_points_run_the_bundled_programs_with_the_venvs_interpreter(quick_start_venv, tmp_path, build_dir):
     torch = importlib.metadata.version("torch")
     version = (REPO / "CMakeLists.txt").read_text().split("project(acspeed VERSION ", 1)[1].split()[0]
     python = quick_start_venv / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -254,6 +254,14 @@ def test_entry_points_run_the_bundled_programs_with_the_venvs_interpreter(quick_
     testbed = subprocess.run([str(quick_start_venv / "bin" / "acspeed-testbed"), "--help"], capture_output=True,
                              text=True, timeout=60, env=_clean_env())
     assert testbed.returncode == 0 and "acspeed-testbed" in testbed.stdout
+    # What sessions and reports record is the command as the user typed it, not the bundled path.
+    db = tmp_path / "report.db"
+    subprocess.run([str(build_dir / "tests" / "report" / "make_report_fixture"), str(db)], capture_output=True,
+                   timeout=60, check=True)
+    doc = json.loads(subprocess.run([str(quick_start_venv / "bin" / "acspeed-tune"), "--db", str(db), "report",
+                                     "--format", "json"], capture_output=True, text=True, timeout=60,
+                                    env=_clean_env(), check=True).stdout)
+    assert doc["command_line"] == ["acspeed-tune", "--db", str(db), "report", "--format", "json"]
 
 
 def test_import_points_nccl_at_the_bundled_plugin(quick_start_venv, tmp_path):

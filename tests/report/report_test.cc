@@ -166,7 +166,13 @@ TEST(Report, ComputesBaselineSpeedupsPairsAndTheWinnerFromRawStepTimes) {
     ASSERT_TRUE(t.stats);
     EXPECT_DOUBLE_EQ(t.stats->p50, tuner::percentile(t.record.step_times_s, 50));
     EXPECT_DOUBLE_EQ(*t.samples_per_s, 32.0 * 2.0 / t.stats->p50);
-    EXPECT_DOUBLE_EQ(*t.speedup_vs_baseline, r.baseline->stats.p50 / t.stats->p50);
+    // A trial of DDP's defaults measures the baseline itself: no speedup over itself.
+    EXPECT_EQ(t.is_baseline, t.config->is_default()) << t.record.ordinal;
+    if (t.is_baseline) {
+      EXPECT_FALSE(t.speedup_vs_baseline) << t.record.ordinal;
+    } else {
+      EXPECT_DOUBLE_EQ(*t.speedup_vs_baseline, r.baseline->stats.p50 / t.stats->p50);
+    }
     ASSERT_TRUE(t.metrics.exposed_comm_s);
   }
 
@@ -319,7 +325,7 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   const Report r = build_report(temp.store(), id);
 
   const std::string md = render_markdown(r, {});
-  EXPECT_NE(md.find("| - | - | 4.20 | 0.39 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704; inflation "
+  EXPECT_NE(md.find("| - | - | 4.20 | fail (cos 0.710, norm err 0.120; loss +0.3494, allowed 0.0704; inflation "
                     "1.40x \\[1.20, 1.60\\]) | failed |"),
             std::string::npos)
       << md;
@@ -374,7 +380,7 @@ TEST(Report, SessionWithoutBaselineDecisionOrMetricsShowsDashes) {
   EXPECT_FALSE(r.trials[0].samples_per_s);
 
   const std::string md = render_markdown(r, {});
-  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | - | - | - | - | ok | - |"),
+  EXPECT_NE(md.find("| 0 | search | bucket 5 MiB, allreduce | 2 | 250.00 | 290.00 | 295.00 | - | - | - | - | - | - | - | - | - | ok | - |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("No decision stored for this session"), std::string::npos);
@@ -484,8 +490,10 @@ TEST_F(ReportFormats, MarkdownHasEveryTrialTheDecisionAndEscapedUserText) {
   EXPECT_EQ(md.find("<script>"), std::string::npos);
   EXPECT_NE(md.find("resnet\\<script\\>alert('x')\\</script\\>\\&co"), std::string::npos);
   EXPECT_NE(md.find("ecs.\\<b\\>gn7\\</b\\>\\|x"), std::string::npos);
-  // Header + alignment + one line per trial in the trials table.
-  EXPECT_EQ(count(md, "| search |") + count(md, "| candidate |") + count(md, "| baseline |"), report_.trials.size());
+  // One line per trial in the trials table, beginning with its number and role.
+  for (const auto& t : report_.trials) {
+    EXPECT_EQ(count(md, fmt::format("\n| {} | {} |", t.record.ordinal, t.record.role)), 1u) << t.record.ordinal;
+  }
   EXPECT_NE(md.find("worker 1 exited: signal 9 (\"killed\"), see log, line 2 second line"), std::string::npos);
   EXPECT_NE(md.find("- Speedup over DDP defaults: 1.210x, 95% confidence interval \\[1.150, 1.270\\] over 3 alternated "
                     "repeat(s): the interval excludes 1"),
@@ -512,7 +520,7 @@ TEST_F(ReportFormats, HtmlIsSelfContainedWithThreePlotsAndEscapesUserStrings) {
     ok += t.record.status == "ok";
     ok_search += t.record.status == "ok" && t.record.role == "search";
   }
-  EXPECT_EQ(count(html, "samples/s, p50"), ok_search);
+  EXPECT_EQ(count(html, "samples/s per device, p50"), ok_search);
   EXPECT_EQ(count(html, "fill=\"#D55E00\"><title>trial "), ok) << "an exposed-communication bar per trial";
 }
 
@@ -535,8 +543,14 @@ TEST_F(ReportFormats, TheHeadersFollowTheColumnTableAndAnErrorRowSpansTheTrialsT
   const size_t table = html.find("<table class=\"trials\">");
   ASSERT_NE(table, std::string::npos);
   const std::string header = html.substr(table, html.find("</tr>", table) - table);
-  const auto columns = human_columns(kInHtml);
+  const auto columns = shown_columns(kInHtml, report_);
   EXPECT_EQ(count(header, "<th>"), columns.size());
+  // The page leaves out what the session did not measure (no step model, no compression); Markdown
+  // keeps every column.
+  EXPECT_LT(columns.size(), human_columns(kInHtml).size());
+  for (const char* absent : {"<th>Bound (ms)</th>", "<th>Efficiency</th>", "<th>Convergence guard</th>"}) {
+    EXPECT_EQ(header.find(absent), std::string::npos) << absent;
+  }
   for (const auto* column : columns) EXPECT_NE(header.find("<th>" + column->human_title() + "</th>"), std::string::npos);
   EXPECT_NE(html.find(fmt::format("<td colspan=\"{}\" class=\"error\">error: ", columns.size() - 1)), std::string::npos)
       << "the sample session has a failed trial";
@@ -545,6 +559,64 @@ TEST_F(ReportFormats, TheHeadersFollowTheColumnTableAndAnErrorRowSpansTheTrialsT
   std::string expected = "|";
   for (const auto* column : human_columns(kInMarkdown)) expected += " " + column->human_title() + " |";
   EXPECT_NE(md.find(expected + "\n"), std::string::npos) << expected;
+}
+
+TEST_F(ReportFormats, EveryFormatSaysItsRatesUnitAndShowsDdpDefaultsTrialsAsTheBaseline) {
+  const std::string md = render_markdown(report_, render_);
+  const std::string html = render_html(report_, render_);
+  for (const std::string& text : {md, html}) {
+    EXPECT_NE(text.find("Samples/s per device"), std::string::npos);
+    EXPECT_NE(text.find("samples/s per device = 32 / p50 step time (x 2 devices for the whole job)"), std::string::npos);
+  }
+  // The loss every exact config measures alike is left out of the tables people read.
+  EXPECT_EQ(md.find("| Loss |"), std::string::npos);
+  EXPECT_EQ(html.find("<th>Loss</th>"), std::string::npos);
+  // Trial 0 runs DDP's defaults: "baseline", never a speedup over itself.
+  const auto& zero = report_.trials[0];
+  ASSERT_TRUE(zero.config && zero.config->is_default());
+  EXPECT_NE(md.find(fmt::format("| {:.1f} | baseline |", *zero.samples_per_s / 2)), std::string::npos) << md;
+  EXPECT_NE(html.find(fmt::format("<td class=\"num\">{:.1f}</td><td class=\"num\">baseline</td>",
+                                  *zero.samples_per_s / 2)),
+            std::string::npos);
+  const auto rows = parse_csv(render_csv(report_));
+  const auto& header = rows[0];
+  const auto col = [&header](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  EXPECT_EQ(rows[1][col("speedup_vs_baseline_x")], "");
+  EXPECT_NEAR(std::stod(rows[1][col("samples_per_s")]), *zero.samples_per_s, 1e-6);
+  EXPECT_NEAR(std::stod(rows[1][col("samples_per_s_per_device")]), *zero.samples_per_s / 2, 1e-6);
+  EXPECT_NE(rows[2][col("speedup_vs_baseline_x")], "");
+  EXPECT_NE(rows[1][col("loss")], "") << "the CSV keeps what each trial measured";
+  EXPECT_TRUE(json::parse(render_json(report_, render_))["trials"][0]["speedup_vs_baseline"].is_null());
+}
+
+TEST_F(ReportFormats, HtmlOpensWithTheDecisionInWordsThenThePlotsThenTheSettings) {
+  const std::string html = render_html(report_, render_);
+  const size_t decision = html.find("<h2>Decision</h2>");
+  const size_t plots = html.find("<h2>Plots</h2>");
+  const size_t trials = html.find("<h2>Trials</h2>");
+  const size_t settings = html.find("<h2>Settings</h2>");
+  ASSERT_NE(decision, std::string::npos);
+  EXPECT_LT(decision, plots);
+  EXPECT_LT(plots, trials);
+  EXPECT_LT(trials, settings);
+  EXPECT_LT(html.find("<h3>Stored config</h3>"), std::string::npos);
+  EXPECT_GT(html.find("<h3>Stored config</h3>"), settings);
+  // The evidence in words, not the stored keys.
+  const std::string words = html.substr(decision, plots - decision);
+  EXPECT_NE(words.find("Speedup over DDP defaults: 1.210x, 95% confidence interval [1.150, 1.270] over 3 alternated "
+                       "repeat(s): the interval excludes 1"),
+            std::string::npos)
+      << words;
+  EXPECT_NE(words.find("Method: Student t 95% interval of the mean log pair speedup, seed 7; the pairs&#39; speedups: "),
+            std::string::npos)
+      << words;
+  EXPECT_EQ(html.find("Evidence"), std::string::npos);
+  EXPECT_EQ(html.find("candidate.bucket_cap_mb"), std::string::npos);
+  const std::string md = render_markdown(report_, render_);
+  EXPECT_NE(md.find("- Method: Student t 95% interval of the mean log pair speedup, seed 7"), std::string::npos) << md;
+  EXPECT_EQ(md.find("### Evidence"), std::string::npos);
 }
 
 }  // namespace

@@ -225,6 +225,34 @@ def test_html_renders_in_headless_chromium(tune, store, tmp_path, chromium):
     assert parsed.title.startswith("acspeed tuning report: session 1 (resnet<script>"), parsed.title
 
 
+def rendered_width(chromium, page, tmp_path, window=1280):
+    """document.documentElement.scrollWidth of `page` laid out by headless Chromium in a window
+    `window` px wide: a copy of the page without its Content-Security-Policy (which forbids scripts)
+    and with one script that writes the width into the title, read back from the rendered DOM."""
+    text = page.read_text()
+    policy = text.index('<meta http-equiv="Content-Security-Policy"')
+    text = text[:policy] + text[text.index(">", policy) + 1:]
+    probe = tmp_path / f"width-{page.stem}.html"
+    probe.write_text(text.replace("</body>", "<script>document.title = 'width=' + "
+                                              "document.documentElement.scrollWidth;</script></body>"))
+    dom = run(chromium_args(chromium, tmp_path / "profile") +
+              [f"--window-size={window},1000", "--dump-dom", probe.as_uri()], timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = DomText()
+    parsed.feed(dom.stdout)
+    assert parsed.title.startswith("width="), parsed.title
+    return int(parsed.title[len("width="):])
+
+
+def test_html_fits_a_1280_pixel_window_without_scrolling_sideways(tune, store, tmp_path, chromium):
+    page = tmp_path / "report.html"
+    assert report(tune, store, "--format", "html", "-o", page).returncode == 0
+    assert rendered_width(chromium, page, tmp_path) <= 1280
+    # The probe measures: in a window narrower than the trials table's narrowest layout the page
+    # scrolls sideways.
+    assert rendered_width(chromium, page, tmp_path, window=300) > 300
+
+
 @pytest.mark.slow
 def test_report_of_a_real_tuning_session(tune, tmp_path, tuned_store, chromium):
     """acspeed-tune tuned a tiny model on 2 CPU processes (tests/tuner/tiny_models.py; the session
@@ -254,3 +282,4 @@ def test_report_of_a_real_tuning_session(tune, tmp_path, tuned_store, chromium):
     parsed = DomText()
     parsed.feed(dom.stdout)
     assert parsed.tags.count("svg") == 3 and "tiny_models:mlp" in "".join(parsed.text)
+    assert rendered_width(chromium, page, tmp_path) <= 1280

@@ -17,7 +17,7 @@ nlohmann::json decision_evidence(const TuneOptions& o, const Measured& best, con
       {"candidate", best.config},
       {"guard", best.metrics.guard},
       {"search",
-       {{"strategy", strategy}, {"measured", measured}, {"best_p50_s", best.metrics.p50_s}, {"best_cost_s", best.cost}}}};
+       {{"strategy", strategy}, {"measured", measured}, {"best_p50_s", best.metrics.p50_s}, {"best_cost_s", best.ranking_cost}}}};
   if (o.compression_searched) j["data"] = guard_data(o);
   if (o.gpus_shared) {  // time-sliced GPUs: the measurements are not those of a GPU per rank
     j["gpus_shared"] = {{"gpus", o.gpus}, {"ranks_per_node", o.nproc_per_node},

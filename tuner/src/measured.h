@@ -12,13 +12,17 @@
 
 namespace acspeed::tuner {
 
-// Its cost for the search is its median step time; failures cost kFailedCost (infinity).
 struct Measured {
   int64_t ordinal = -1;  // the trial's ordinal in its session
   CommConfig config;
   std::string status;  // ok|failed|timeout
   std::string error;
-  double cost = kFailedCost;
+  // The median step time (s) of a trial that completed with finite losses; kFailedCost otherwise.
+  double step_s = kFailedCost;
+  // What the search ranks it by (s): step_s, or for a config that changes numerics what the
+  // convergence guard makes of it (guard.h: step_s x the upper end of its step inflation);
+  // kFailedCost when it failed or is not ranked.
+  double ranking_cost = kFailedCost;
   std::vector<double> step_times_s;  // raw, max over ranks per step
   TrialMetrics metrics;
 };

@@ -10,7 +10,7 @@
 namespace acspeed::tuner {
 namespace {
 
-double cost_of(const TrialRecord& t) {
+double step_of(const TrialRecord& t) {
   if (t.status != "ok" || t.step_times_s.empty()) return kFailedCost;
   return median(t.step_times_s);
 }
@@ -50,7 +50,8 @@ ResumedSession resume_session(const Store& store, int64_t id, const WorkerHello&
     }
     m.status = t.status;
     m.error = t.error;
-    m.cost = t.status == "ok" && !*m.metrics.finite ? kFailedCost : cost_of(t);
+    m.step_s = t.status == "ok" && !*m.metrics.finite ? kFailedCost : step_of(t);
+    m.ranking_cost = m.step_s;  // a compressed config's is the guard's, once it has judged it again (guard.h)
     m.step_times_s = t.step_times_s;
     if (pair_trial) {
       // One run of a decision pair; the decision reuses a pair whose two runs were both stored.

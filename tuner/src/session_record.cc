@@ -1,5 +1,9 @@
 #include "session_record.h"
 
+#include <chrono>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/settings.h"
@@ -46,6 +50,25 @@ SessionRecord new_session_record(const TuneOptions& o, const WorkerHello& hello,
                          {"fingerprint", fp.details}}
                         .dump();
   return s;
+}
+
+Decision new_decision(const TuneOptions& o, const WorkerHello& hello, const Fingerprint& fp, int64_t session_id) {
+  Decision d;
+  d.key = {fp.instance_type, hello.model_signature, std::string(to_string(o.precision)), hello.world_size,
+           hello.nnodes, o.gpus_shared};
+  d.model_name = o.model;
+  d.session_id = session_id;
+  d.torch_version = hello.torch_version;
+  d.nccl_version = hello.nccl_version;
+  d.cuda_version = hello.cuda_version;
+  d.batch_size = o.batch_size;
+  return d;
+}
+
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
 }
 
 }  // namespace acspeed::tuner

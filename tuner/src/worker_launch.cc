@@ -71,4 +71,12 @@ void supervise_node(const TuneOptions& options, SessionObserver& observer) {
   clean_up(failed_launches > 0);
 }
 
+std::string describe_workers(const WorkerHello& hello) {
+  return fmt::format("workers: world size {} ({} node(s)), {} on {}, model {} ({} parameters, {:.1f} MiB of "
+                     "gradients), signature {}, probe: {}",
+                     hello.world_size, hello.nnodes, hello.backend, hello.device, hello.model, hello.param_count,
+                     static_cast<double>(hello.param_bytes) / (1 << 20), hello.model_signature,
+                     hello.probe.empty() ? "none" : hello.probe);
+}
+
 }  // namespace acspeed::tuner

@@ -1,5 +1,5 @@
-// How this node's trial workers are launched for a session (trial_runner.h's WorkerLaunch) and the
-// work folder they share with the tuner.
+// How this node's trial workers are launched for a session (trial_runner.h's WorkerLaunch), the
+// work folder they share with the tuner, and what they said when they started.
 #pragma once
 
 #include <string>
@@ -15,5 +15,9 @@ std::string make_work_dir();
 
 // The launch for `options`' model and node, its sockets and logs in `work_dir`.
 WorkerLaunch make_launch(const TuneOptions& options, const std::string& work_dir);
+
+// The session's line on the started workers: world size, nodes, backend, device, model, its size,
+// signature and probe.
+std::string describe_workers(const WorkerHello& hello);
 
 }  // namespace acspeed::tuner

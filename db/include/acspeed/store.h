@@ -1,7 +1,8 @@
 // The config store: SQLite (WAL, busy timeout, every write in a transaction) holding instance types,
 // tuning sessions, every trial with its raw step times, and decisions kept as history with at most
 // one active decision per key. Schema version in PRAGMA user_version; ordered migrations in
-// db/src/schema.cc.
+// db/src/schema.cc, the current schema in db/schema.sql, each table's columns mapped to these
+// records' fields in db/src/rows.h.
 //
 // Opening never changes a file it cannot use: a corrupt or foreign file, a schema newer than this
 // build, a read-only file or folder (opened read-only, immutable when WAL files cannot be created),

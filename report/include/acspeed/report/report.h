@@ -47,7 +47,9 @@ struct TrialSummary {
   std::string config_text;           // CommConfig::describe(), or "invalid config: ..." for a bad one
   std::optional<StepStats> stats;    // from record.step_times_s; nullopt when there are none
   std::optional<double> samples_per_s;        // whole job: batch per device x world size / p50
-  std::optional<double> speedup_vs_baseline;  // baseline p50 / this trial's p50
+  // The trial runs DDP's defaults: it is a measurement of the baseline, with no speedup over it.
+  bool is_baseline = false;
+  std::optional<double> speedup_vs_baseline;  // baseline p50 / this trial's p50; nullopt for a baseline trial
   // From metrics_json (acspeed/tuner/trial_metrics.h; per-step seconds): the probe breakdown, the
   // loss and whether it stayed finite, the decision pair; defaults where the trial has none (or
   // metrics that do not read as that schema: the report then rests on the raw step times).
@@ -91,7 +93,7 @@ struct Report {
   std::string model_note;                          // why there is no bound ("" when there is one)
   // Flattened "a.b" -> text views of the session's JSON columns, for the human formats (arrays of
   // objects or of more than a dozen values are summarised; the JSON report has them whole).
-  std::vector<std::pair<std::string, std::string>> versions, search_space, options, evidence;
+  std::vector<std::pair<std::string, std::string>> versions, search_space, options;
 };
 
 // Reads session `session_id` from `store` and computes the report. Throws InvalidArgument when the

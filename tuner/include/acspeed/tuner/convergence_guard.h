@@ -28,7 +28,7 @@
 //        max(loss_relative x uncompressed tail, loss_progress x (uncompressed first loss - its tail)).
 //      A compressed run may end lower. The verdict depends only on (a)'s window and (b)'s
 //      trajectories, both measured once per numerics: a later search trial of a numerics the guard
-//      rejected is stored as failed with that verdict, without running (session.cc). The workers
+//      rejected is stored as failed with that verdict, without running (tuner/src/guard.h). The workers
 //      time both ("fidelity_s", "trajectory_s"), and the session says after its search what they
 //      cost. The same two trajectories give the step inflation
 //      (inflation.h), which the decision rule divides the step speedup by. Fixtures (tests/tuner/convergence_guard_test.cc): 0.39 vs

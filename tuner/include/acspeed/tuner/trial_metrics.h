@@ -35,12 +35,12 @@
 //   "fidelity_steps"   int     check steps in the window
 //   "fidelity_s"       float   seconds the trial spent on its own window (rank 0's wall clock)
 //   "fidelity_trial"   int     the ordinal of the session's trial whose window these figures are (absent: this
-//                              trial's own; the tuner measures the window once per numerics, see session.cc)
+//                              trial's own; the tuner measures the window once per numerics, see tuner/src/guard.h)
 //   "trajectory"       [float] compressed configs and the guard's uncompressed reference: the loss of every step
 //                              (mean over ranks) of a trajectory of T steps on T distinct batches per rank from
 //                              the initial weights, compressing from its first step (convergence_guard.h)
 //   "trajectory_s"     float   seconds the trial spent on its own trajectory (rank 0's wall clock): with
-//                              "fidelity_s", what the convergence guard adds to a session (session.cc says it)
+//                              "fidelity_s", what the convergence guard adds to a session (tuner/src/guard.h says it)
 //   "trajectory_finite" bool   false: a loss of the trajectory became NaN/Inf (then no "trajectory")
 //   "trajectory_trial" int     the ordinal of the trial whose trajectory this is (absent: this trial's own;
 //                              measured once per numerics, as the fidelity window)

@@ -1,0 +1,254 @@
+// The convergence guard as a session component (tuner/src/guard.h) on fake trials: no workers, no
+// store. Trajectories are the fake worker's: the loss falls linearly from 2.3 to 0.3 over the first
+// third of the steps, then stays, with a small deterministic ripple; a stretch F needs F times the steps.
+#include "guard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "acspeed/error.h"
+#include "acspeed/tuner/convergence_guard.h"
+#include "acspeed/tuner/inflation.h"
+
+namespace acspeed::tuner {
+namespace {
+
+constexpr int kSteps = 60;
+
+std::vector<double> curve(double stretch, int steps = kSteps) {
+  std::vector<double> losses;
+  for (int t = 0; t < steps; ++t) {
+    losses.push_back(0.3 + 2 * std::max(0.0, 1 - t / (steps / 3.0) / stretch) + 0.002 * ((t * 7919) % 13 - 6) / 6);
+  }
+  return losses;
+}
+
+CommConfig compressed(Compression c, double bucket_mb = 25, int rank = 4) {
+  CommConfig config;
+  config.compression = c;
+  config.bucket_cap_mb = bucket_mb;
+  if (c == Compression::kPowerSgd) config.powersgd_rank = rank;
+  return config;
+}
+
+// A trial as the session has it after the workers answered (what the plan asked for included).
+Measured ran(int64_t ordinal, const CommConfig& config, const GuardPlan& plan, double p50, double stretch = 1,
+             bool faithful = true) {
+  Measured m;
+  m.ordinal = ordinal;
+  m.config = config;
+  m.status = "ok";
+  m.step_s = m.ranking_cost = p50;
+  m.metrics.p50_s = p50;
+  m.metrics.finite = true;
+  if (plan.fidelity_steps > 0) {
+    m.metrics.fidelity_cosine = faithful ? 0.999 : 0.3;
+    m.metrics.fidelity_norm_error = faithful ? 0.01 : 0.6;
+    m.metrics.fidelity_steps = plan.fidelity_steps;
+    m.metrics.fidelity_s = 2.0;
+  }
+  if (plan.trajectory_steps > 0) {
+    m.metrics.trajectory = curve(stretch, plan.trajectory_steps);
+    m.metrics.trajectory_s = 10.0;
+  }
+  return m;
+}
+
+class GuardTest : public ::testing::Test {
+ protected:
+  GuardTest() : guard_(options(), [this](const std::string& line) { notes_.push_back(line); }) {}
+  static GuardOptions options() {
+    GuardOptions o;
+    o.active = true;
+    o.trajectory_steps = kSteps;
+    o.seed = 11;
+    o.data = "synthetic";
+    return o;
+  }
+  // The reference run the guard asks for in a space of {none, fp16, powersgd} x bucket {5, 25}.
+  void give_reference() {
+    space_.bucket_mb = {5, 25};
+    space_.compression = {Compression::kNone, Compression::kFp16, Compression::kPowerSgd};
+    space_.powersgd_ranks = {4};
+    const auto run = guard_.reference_to_run({}, space_);
+    ASSERT_TRUE(run);
+    const GuardPlan plan = guard_.before(run->config, TrialMode::kDdp, run->search);
+    EXPECT_EQ(plan.trajectory_steps, kSteps);
+    EXPECT_EQ(plan.fidelity_steps, 0);
+    Measured m = ran(0, run->config, plan, 0.4);
+    guard_.after(plan, true, m);
+    guard_.reference_measured(m);
+  }
+  // A search trial through the guard: before, (the workers), after.
+  Measured search(int64_t ordinal, const CommConfig& config, double p50, double stretch = 1, bool faithful = true) {
+    const GuardPlan plan = guard_.before(config, TrialMode::kDdp, true);
+    Measured m;
+    if (plan.skip) {
+      m.ordinal = ordinal;
+      m.config = config;
+    } else {
+      m = ran(ordinal, config, plan, p50, stretch, faithful);
+    }
+    guard_.after(plan, !plan.skip, m);
+    return m;
+  }
+
+  std::vector<std::string> notes_;
+  SearchSpace space_;
+  ConvergenceGuard guard_;
+};
+
+TEST_F(GuardTest, TheReferenceIsTheSearchStartWhenUncompressedElseDdpDefaults) {
+  SearchSpace space;
+  space.bucket_mb = {5, 25};
+  space.compression = {Compression::kNone, Compression::kFp16};
+  auto run = guard_.reference_to_run({}, space);
+  ASSERT_TRUE(run);
+  EXPECT_TRUE(run->search);
+  EXPECT_EQ(run->config, space.config_at(space.default_point()));
+  ASSERT_TRUE(run->candidate_index);
+  EXPECT_EQ(*run->candidate_index, space.ordinal_of(space.default_point()));
+
+  space.compression = {Compression::kFp16};  // the search starts compressed: DDP's defaults, apart
+  run = guard_.reference_to_run({}, space);
+  ASSERT_TRUE(run);
+  EXPECT_FALSE(run->search);
+  EXPECT_TRUE(run->config == CommConfig{});
+  EXPECT_EQ(run->label, "DDP defaults (the convergence guard's uncompressed reference)");
+
+  Measured failed;
+  failed.status = "failed";
+  failed.error = "boom";
+  EXPECT_THROW(guard_.reference_measured(failed), Error);
+}
+
+TEST_F(GuardTest, NoReferenceRunWhenNothingCompressedIsSearchedOrAResumedOneHasTheTrajectory) {
+  GuardOptions off = options();
+  off.active = false;
+  ConvergenceGuard idle(off, [](const std::string&) {});
+  EXPECT_FALSE(idle.reference_to_run({}, space_));
+
+  Measured stored;  // an uncompressed search result a resumed session stored with its trajectory
+  stored.status = "ok";
+  stored.step_s = stored.ranking_cost = 0.4;
+  stored.metrics.trajectory = curve(1);
+  EXPECT_FALSE(guard_.reference_to_run({stored}, space_));
+  // ... and it judges with it: a resumed fp16 trial is ranked again on its inflation
+  std::vector<Measured> resumed{stored, ran(1, compressed(Compression::kFp16), {32, kSteps}, 0.2, 1.5)};
+  guard_.resume(resumed, {});
+  ASSERT_TRUE(resumed[1].metrics.inflation);
+  EXPECT_NEAR(resumed[1].metrics.inflation->estimate, 1.5, 0.1);
+  EXPECT_DOUBLE_EQ(resumed[1].ranking_cost, 0.2 * resumed[1].metrics.inflation->high);
+  // and its window is reused
+  const GuardPlan plan = guard_.before(compressed(Compression::kFp16, 5), TrialMode::kDdp, true);
+  EXPECT_EQ(plan.fidelity_steps, 0);
+  EXPECT_EQ(plan.window, "fp16");
+}
+
+TEST_F(GuardTest, TheWindowAndTrajectoryAreMeasuredOncePerNumericsAndCarriedByTheOthers) {
+  give_reference();
+  EXPECT_EQ(guard_.before(CommConfig{}, TrialMode::kDdp, true).fidelity_steps, 0);  // uncompressed: nothing
+  EXPECT_EQ(guard_.before(compressed(Compression::kFp16), TrialMode::kComputeOnly, false).fidelity_steps, 0);
+  const Measured first = search(1, compressed(Compression::kFp16, 25), 0.2);
+  EXPECT_EQ(first.metrics.fidelity_steps, kFidelitySteps);
+  EXPECT_FALSE(first.metrics.fidelity_trial);
+  // the same numerics with other buckets: carried, naming trial 1
+  const GuardPlan again = guard_.before(compressed(Compression::kFp16, 5), TrialMode::kDdp, true);
+  EXPECT_EQ(again.fidelity_steps, 0);
+  EXPECT_EQ(again.trajectory_steps, 0);
+  const Measured second = search(2, compressed(Compression::kFp16, 5), 0.25);
+  EXPECT_EQ(second.metrics.fidelity_trial, 1);
+  EXPECT_EQ(second.metrics.trajectory_trial, 1);
+  EXPECT_EQ(second.metrics.trajectory, first.metrics.trajectory);
+  EXPECT_EQ(second.status, "ok");
+  // another PowerSGD rank is another numerics; so is hierarchical
+  EXPECT_EQ(guard_.before(compressed(Compression::kPowerSgd, 25, 4), TrialMode::kDdp, true).fidelity_steps,
+            kFidelitySteps);
+  CommConfig by_node = compressed(Compression::kFp16);
+  by_node.algorithm = Algorithm::kHierarchical;
+  EXPECT_EQ(guard_.before(by_node, TrialMode::kDdp, true).fidelity_steps, kFidelitySteps);
+  EXPECT_NE(numerics_key(by_node), numerics_key(compressed(Compression::kFp16)));
+  EXPECT_EQ(numerics_key(compressed(Compression::kPowerSgd, 5, 4)), "powersgd rank 4 start 10");
+}
+
+TEST_F(GuardTest, ARejectedNumericsIsNotRunAgainInTheSearchButStillInADecisionPair) {
+  give_reference();
+  const Measured bad = search(1, compressed(Compression::kPowerSgd), 0.1, 1, /*faithful=*/false);
+  EXPECT_EQ(bad.status, "failed");
+  EXPECT_EQ(bad.ranking_cost, kFailedCost);
+  EXPECT_DOUBLE_EQ(bad.step_s, 0.1);  // its step was measured; the guard failed it
+  EXPECT_NE(bad.error.find("convergence guard: gradient fidelity"), std::string::npos) << bad.error;
+  ASSERT_FALSE(notes_.empty());
+  EXPECT_NE(notes_.back().find("rejected by the convergence guard"), std::string::npos) << notes_.back();
+
+  const GuardPlan plan = guard_.before(compressed(Compression::kPowerSgd, 5), TrialMode::kDdp, true);
+  EXPECT_TRUE(plan.skip);
+  const Measured skipped = search(2, compressed(Compression::kPowerSgd, 5), 0.1);
+  EXPECT_EQ(skipped.status, "failed");
+  EXPECT_EQ(skipped.step_s, kFailedCost);
+  EXPECT_EQ(skipped.metrics.fidelity_trial, 1);
+  EXPECT_EQ(skipped.metrics.guard["passed"], false);
+  EXPECT_NE(skipped.error.find("the verdict on trial 1's window and trajectory, the same numerics; not run"),
+            std::string::npos)
+      << skipped.error;
+  EXPECT_FALSE(guard_.before(compressed(Compression::kPowerSgd, 5), TrialMode::kDdp, false).skip);
+}
+
+TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflation) {
+  give_reference();
+  const Measured fp16 = search(1, compressed(Compression::kFp16), 0.2, 1.5);
+  ASSERT_TRUE(fp16.metrics.inflation);
+  EXPECT_EQ(fp16.metrics.inflation->kind, InflationKind::kMeasured);
+  EXPECT_NEAR(fp16.metrics.inflation->estimate, 1.5, 0.1);
+  EXPECT_DOUBLE_EQ(fp16.step_s, 0.2);
+  EXPECT_DOUBLE_EQ(fp16.ranking_cost, 0.2 * fp16.metrics.inflation->high);
+  EXPECT_EQ(fp16.metrics.guard["data"], "synthetic");
+  EXPECT_EQ(fp16.metrics.guard["trajectory_steps"], kSteps);
+  // one that needs 2.7x the steps ends above the reference's loss: rejected by the loss check
+  const Measured slow = search(2, compressed(Compression::kPowerSgd), 0.1, 2.7);
+  EXPECT_EQ(slow.status, "failed");
+  EXPECT_EQ(slow.ranking_cost, kFailedCost);
+  EXPECT_NE(slow.error.find("trajectory loss over the last steps"), std::string::npos) << slow.error;
+}
+
+TEST_F(GuardTest, TheCandidatesBarAndTheNoteOnAFasterStepRankedLower) {
+  give_reference();
+  Measured defaults;
+  defaults.status = "ok";
+  defaults.step_s = defaults.ranking_cost = defaults.metrics.p50_s = 0.4;
+  Measured buckets = defaults;
+  buckets.config.bucket_cap_mb = 5;
+  buckets.step_s = buckets.ranking_cost = buckets.metrics.p50_s = 0.32;
+  const Measured fp16 = search(3, compressed(Compression::kFp16), 0.2, 2.4);
+  const std::vector<Measured> results{defaults, buckets, fp16};
+  EXPECT_EQ(best_exact(results), &results[1]);
+  const CandidateEvidence e = guard_.evidence_for(results[2], results);
+  EXPECT_DOUBLE_EQ(e.bar, 0.4 / 0.32);
+  EXPECT_NEAR(e.inflation.estimate, 2.4, 0.2);
+  EXPECT_DOUBLE_EQ(guard_.evidence_for(results[1], results).bar, 1);
+  const std::string note = guard_.fastest_step_note(results[1], results);
+  EXPECT_EQ(note.rfind("; the fastest step, bucket 25 MiB, allreduce, fp16 (200.0 ms), was ranked lower: its step "
+                       "inflation is 2.",
+                       0),
+            0u)
+      << note;
+  EXPECT_EQ(guard_.fastest_step_note(results[2], results), "");
+}
+
+TEST_F(GuardTest, ItsCostCountsWhatTheWorkersTimedInThisRunOnly) {
+  EXPECT_FALSE(guard_.cost_note(1));
+  give_reference();
+  search(1, compressed(Compression::kFp16), 0.2);
+  search(2, compressed(Compression::kFp16, 5), 0.2);  // carried: nothing timed
+  const auto note = guard_.cost_note(100);
+  ASSERT_TRUE(note);
+  EXPECT_EQ(*note, "convergence guard: 1 gradient-fidelity window(s) of 32 steps (2 s) and 2 loss trajectories of "
+                   "60 steps (20 s): 22 s of the session's 100 s so far");
+}
+
+}  // namespace
+}  // namespace acspeed::tuner
