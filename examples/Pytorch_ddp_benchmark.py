@@ -19,6 +19,7 @@ steps ran before compression started.
 import argparse
 import datetime
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -157,7 +158,12 @@ def main(argv=None) -> None:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    dist.init_process_group("nccl" if gpu else "gloo", timeout=datetime.timedelta(minutes=10))
+    # device_id (CUDA only, where this torch's init_process_group has it) binds the default group to
+    # this rank's GPU: NCCL connects now, and torch 2.15's nccl2 uses that GPU (acspeed's docs/nccl2.md).
+    # Checked here, not through acspeed: this script must run with `import acspeed` commented out.
+    bind = {"device_id": device} if gpu and "device_id" in inspect.signature(dist.init_process_group).parameters \
+        else {}
+    dist.init_process_group("nccl" if gpu else "gloo", timeout=datetime.timedelta(minutes=10), **bind)
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)

@@ -2,7 +2,8 @@
 (pyproject.toml's requires-python and torch requirement), checked at `import acspeed`. pip enforces
 them at install time; this catches an environment changed afterwards (another torch installed over
 it), which otherwise fails inside the compiled runtime or torch's internals. A checkout that is not
-installed has no metadata and is not checked."""
+installed has no metadata and is not checked. Also what this torch's init_process_group accepts
+(device_id_kwargs), for the calls acspeed makes."""
 import importlib.metadata
 import platform
 import re
@@ -62,3 +63,24 @@ def problems(distribution: str = "acspeed") -> list:
         if not satisfies(torch, match.group(1)):
             found.append(f"acspeed {meta['Version']} supports torch {torch_range}; this is torch {torch}")
     return found
+
+
+def device_id_kwargs(device, init_process_group=None) -> dict:
+    """{"device_id": device} for torch.distributed.init_process_group (or the given one) on CUDA where
+    its signature has that parameter, else {} (a CPU job, an older torch). It binds the default group
+    to this rank's GPU: NCCL connects at init, and torch 2.15's nccl2 uses that GPU rather than
+    guessing it from LOCAL_RANK (docs/nccl2.md). Ranks sharing a GPU (ACSPEED_SHARE_GPUS) pass the
+    same device; each has its own NCCL host identity (share_gpus.py)."""
+    if getattr(device, "type", None) != "cuda":
+        return {}
+    import inspect  # noqa: PLC0415 - only for a CUDA job's one call
+
+    if init_process_group is None:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        init_process_group = dist.init_process_group
+    try:
+        parameters = inspect.signature(init_process_group).parameters
+    except (TypeError, ValueError):  # no signature to read: leave the call as it was
+        return {}
+    return {"device_id": device} if "device_id" in parameters else {}

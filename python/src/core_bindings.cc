@@ -114,7 +114,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("max_bytes", &NcclRule::max_bytes)
       .def_readonly("algorithm", &NcclRule::algorithm)
       .def_readonly("protocol", &NcclRule::protocol)
-      .def_readonly("channels", &NcclRule::channels);
+      .def_readonly("channels", &NcclRule::channels)
+      .def_readonly("chunk_bytes", &NcclRule::chunk_bytes, "bytes, or None: NCCL's chunk size");
   py::class_<AlgorithmInfo>(m, "AlgorithmInfo",
                             "An algorithm's row of runtime/include/acspeed/comm_methods.h (read-only).")
       .def_property_readonly("name", [](const AlgorithmInfo& a) { return std::string(a.name); })

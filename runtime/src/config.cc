@@ -94,7 +94,8 @@ Compression parse_compression(std::string_view text) {
 
 bool NcclRule::operator==(const NcclRule& o) const {
   return collective == o.collective && min_bytes == o.min_bytes && max_bytes == o.max_bytes &&
-         algorithm == o.algorithm && protocol == o.protocol && channels == o.channels;
+         algorithm == o.algorithm && protocol == o.protocol && channels == o.channels &&
+         chunk_bytes == o.chunk_bytes;
 }
 
 bool CommConfig::needs_comm_hook() const {
@@ -142,6 +143,11 @@ void CommConfig::validate() const {
       ACS_THROW(InvalidArgument, "{}.channels {} is out of range (accepted: 0 to {}, 0 = NCCL's choice)",
                 where, rule.channels, kMaxNcclChannels);
     }
+    if (rule.chunk_bytes && (*rule.chunk_bytes < kMinNcclChunkBytes || *rule.chunk_bytes > kMaxNcclChunkBytes)) {
+      ACS_THROW(InvalidArgument,
+                "{}.chunk_bytes {} is out of range (accepted: {} to {} bytes, or absent/null = NCCL's choice)", where,
+                *rule.chunk_bytes, kMinNcclChunkBytes, kMaxNcclChunkBytes);
+    }
   }
 }
 
@@ -174,6 +180,8 @@ bool CommConfig::operator==(const CommConfig& o) const {
 void to_json(json& j, const NcclRule& rule) {
   j = {{"collective", rule.collective}, {"min_bytes", rule.min_bytes}, {"max_bytes", rule.max_bytes},
        {"algorithm", rule.algorithm},   {"protocol", rule.protocol},   {"channels", rule.channels}};
+  // Written only when set: a rule without it reads as it always did (same text, same stored row).
+  if (rule.chunk_bytes) j["chunk_bytes"] = *rule.chunk_bytes;
 }
 
 void to_json(json& j, const CommConfig& config) {
@@ -251,8 +259,8 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
       const auto& r = rules[i];
       const auto where = fmt::format("nccl_rules[{}]", i);
       if (!r.is_object()) ACS_THROW(InvalidArgument, "{} must be an object", where);
-      warn_unknown(r, {"collective", "min_bytes", "max_bytes", "algorithm", "protocol", "channels"}, where + ".",
-                   warnings);
+      warn_unknown(r, {"collective", "min_bytes", "max_bytes", "algorithm", "protocol", "channels", "chunk_bytes"},
+                   where + ".", warnings);
       NcclRule rule;
       try {
         json_io::read(r, "collective", rule.collective);
@@ -261,6 +269,7 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
         json_io::read(r, "algorithm", rule.algorithm);
         json_io::read(r, "protocol", rule.protocol);
         json_io::read(r, "channels", rule.channels);
+        json_io::read(r, "chunk_bytes", rule.chunk_bytes);
       } catch (const InvalidArgument& e) {
         ACS_THROW(InvalidArgument, "{}: {}", where, e.what());
       }

@@ -1,5 +1,5 @@
 // Fuzz target: the command line's list options (tuner/src/search_space.cc's strict list parsers
-// behind --bucket-mb, --algorithms, --streams, --compression, --nccl-algorithms, --nccl-protocols,
+// behind --bucket-mb, --algorithms, --streams, --compression, --nccl-algorithms, --nccl-protocols, --nccl-chunk-bytes,
 // --nccl-channels). The input is given to every parser.
 // Properties: any text is either a list or an InvalidArgument; a list is non-empty, without
 // duplicates, and its items are within what the option accepts.
@@ -81,6 +81,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_list("--nccl-channels", channels, text);
     for (int c : channels) {
       if (c < 0 || c > 64) fuzz::broken("channels are within 0..64", text);
+    }
+  });
+  parse_or_refuse([&] {
+    const auto chunks = parse_chunk_bytes_list("--nccl-chunk-bytes", text);
+    check_list("--nccl-chunk-bytes", chunks, text);
+    for (int64_t c : chunks) {
+      if (c != 0 && (c < kMinNcclChunkBytes || c > kMaxNcclChunkBytes)) {
+        fuzz::broken("chunk sizes are 0 or within kMinNcclChunkBytes..kMaxNcclChunkBytes", text);
+      }
     }
   });
   return 0;

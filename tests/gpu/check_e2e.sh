@@ -12,7 +12,7 @@
 # 3. examples/Pytorch_ddp_benchmark.py of the installed package under torch.distributed.run, 2 ranks,
 #    `import acspeed` with ACSPEED_SHARE_GPUS=1, --profile: acspeed's "applied decision" line and the
 #    seed's p50..p95 line.
-# 4. NCCL's own log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING): the plugin loaded (v5), its rule
+# 4. NCCL's own log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING): the plugin loaded (v6 under NCCL >= 2.30, else v5), its rule
 #    was applied, and every allreduce after that ran with the rule's algorithm.
 # 5. The CUPTI breakdown (--profile): backend cupti, NCCL kernels counted as communication, exposed
 #    communication below the step.
@@ -104,8 +104,11 @@ echo "--- 4. NCCL's log: the plugin loaded, its rule followed"
 mapfile -t nccl_logs < <(grep -l "TUNER/Plugin: Using acspeed" "$logs"/bench.*.nccl.log 2>/dev/null)
 ((${#nccl_logs[@]} == 2)) || fail "NCCL loaded the plugin in ${#nccl_logs[@]} of 2 ranks (see $logs/bench.*.nccl.log)"
 grep -ho "TUNER/Plugin: Using acspeed (v[0-9]*)" "${nccl_logs[@]}" | sort | uniq -c
-grep -q "TUNER/Plugin: Using acspeed (v5)" "${nccl_logs[0]}" || fail "NCCL did not load the plugin's v5 interface"
-pass "NCCL loaded the plugin (v5) on both ranks"
+abi=$(nccl_tuner_abi) || exit 1
+for log in "${nccl_logs[@]}"; do
+  grep -q "TUNER/Plugin: Using acspeed (v$abi)" "$log" || fail "NCCL did not load the plugin's v$abi interface in $log"
+done
+pass "NCCL loaded the plugin (v$abi: NCCL >= 2.30 asks for v6 first, older NCCL for v5) on both ranks"
 for log in "${nccl_logs[@]}"; do
   "$python" "$steps" nccl "$log" "$RULE_ALGORITHM" || fail "NCCL did not follow the rule ($RULE_ALGORITHM) in $log"
 done

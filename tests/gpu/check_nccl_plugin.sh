@@ -7,7 +7,9 @@
 #   A single-rank communicator never asks the tuner (NCCL copies locally), hence stage 2:
 # Stage 2, two processes sharing the one GPU and posing as two nodes (NCCL_HOSTID differs, NCCL's
 #   socket transport over loopback): NCCL's per-collective "Algo X proto Y" lines must follow the
-#   rules file, then the rules switched through the setter, which swap the algorithm per size.
+#   rules file, then the rules switched through the setter, which swap the algorithm per size. The
+#   file's large-message rule also sets a chunk size: NCCL >= 2.30 (tuner ABI v6) asks the plugin for
+#   it, older NCCL (v5) never does, and the plugin says once that it is ignored.
 #   DDP results must agree across ranks. Skipped when the GPU is in an exclusive compute mode.
 #
 # Uses the plugin built on the CPU machine and carried here (the GPU machine lacks fmt and
@@ -41,16 +43,19 @@ plugin=$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")
 pass "the plugin loads and exports acspeed_nccl_tuner_set_rules: $plugin"
 require_cuda_torch
 echo "torch $("$python" -c 'import torch; print(torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))')"
+abi=$(nccl_tuner_abi) || exit 1
 
-# Phase A (rules file): small allreduces tree/LL on 1 channel, large ones ring/Simple on 2.
-# Phase B (setter): the other way round. The worker probes 4 KiB + 1 MiB in A, 8 KiB + 2 MiB in B.
+# Phase A (rules file): small allreduces tree/LL on 1 channel, large ones ring/Simple on 2 in chunks
+# of 256 KiB. Phase B (setter): the other way round, NCCL's chunks. The worker probes 4 KiB + 1 MiB
+# in A, 8 KiB + 2 MiB in B.
 rules() {
   printf '{"version": 1, "nccl_rules": [
   {"collective": "allreduce", "min_bytes": 0, "max_bytes": 65536, "algorithm": "%s", "protocol": "ll", "channels": 1},
-  {"collective": "allreduce", "min_bytes": 65536, "max_bytes": 1073741824, "algorithm": "%s", "protocol": "simple", "channels": 2}]}\n' "$1" "$2"
+  {"collective": "allreduce", "min_bytes": 65536, "max_bytes": 1073741824, "algorithm": "%s", "protocol": "simple", "channels": 2%s}]}\n' \
+    "$1" "$2" "$3"
 }
-rules tree ring >"$work/rules_a.json"
-rules ring tree >"$work/rules_b.json"
+rules tree ring ', "chunk_bytes": 262144' >"$work/rules_a.json"
+rules ring tree "" >"$work/rules_b.json"
 
 # Runs the worker as RANK $1 of $2 with NCCL's log in $logs/$3.rank$1.nccl.log, for at most
 # $worker_timeout seconds (set per stage, below the check's cap); further arguments are extra
@@ -73,8 +78,7 @@ echo "--- stage 1: one process, single-rank NCCL process group"
 worker_timeout=$(worker_limit "${ACSPEED_NCCL_WORKER_TIMEOUT:-25}" 10 "stage 1") || exit 1
 worker 0 1 stage1 "$(free_port)" || fail "the single-rank DDP worker failed: $(tail -5 "$logs/stage1.rank0.out")"
 log=$logs/stage1.rank0.nccl.log
-expect_line "$log" "TUNER/Plugin: Using acspeed (v" "NCCL loaded the plugin"
-grep -o "TUNER/Plugin: Using acspeed (v[0-9]*)" "$log" | head -1
+expect_line "$log" "TUNER/Plugin: Using acspeed (v$abi)" "NCCL loaded the plugin through tuner ABI v$abi"
 expect_line "$log" "TUNER/acspeed: 2 rule(s) from rules file '$work/rules_a.json'" "the plugin read ACSPEED_NCCL_RULES"
 expect_line "$log" "(1 ranks, 1 nodes): 2 rule(s)" "the communicator got the rules"
 expect_line "$log" "NCCL INFO TUNER/acspeed: 2 rule(s) from acspeed_nccl_tuner_set_rules: [0] allreduce [0, 65536) -> ring/ll" \
@@ -105,6 +109,12 @@ for expect in "4096 TREE LL" "1048576 RING SIMPLE" "8192 RING LL" "2097152 TREE 
   pass "allreduce of $bytes bytes ran as $algo/$proto"
 done
 expect_line "$log" "first applied to allreduce" "the plugin logged its first rule use"
+if ((abi >= 6)); then
+  expect_line "$log" "first set the chunk size of allreduce of 1048576 bytes" "the chunk rule set NCCL's chunk size (v6)"
+else
+  expect_line "$log" "this NCCL loaded tuner ABI v5, which has no getChunkSize" "the chunk rule was ignored, said once (v5)"
+  (($(grep -c "no getChunkSize" "$log") == 1)) || fail "the ignored chunk rule was logged more than once in $log"
+fi
 for rank in 0 1; do
   expect_line "$logs/stage2.rank$rank.out" "ACSPEED_CHECK rank $rank: done" "rank $rank finished with equal replicas"
 done

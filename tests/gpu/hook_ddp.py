@@ -117,13 +117,13 @@ def main():
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import acspeed._patch
-    from acspeed import _runtime
+    from acspeed import _runtime, _supported
 
     cuda = args.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=device)
+        dist.init_process_group("nccl", rank=rank, world_size=world_size, **_supported.device_id_kwargs(device))
         from acspeed._probes import kernel_overlap  # built by check_hook.sh (tests/gpu/lib.sh)
     else:
         dist.init_process_group("gloo", rank=rank, world_size=world_size)

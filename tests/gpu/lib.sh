@@ -16,6 +16,15 @@ require_cuda_torch() {
   fi
 }
 
+# The tuner ABI version the NCCL of torch under $python asks for first: 6 (with getChunkSize) from
+# NCCL 2.30 on, else 5 (NCCL 2.28-2.29; NCCL v2.30.7-1 src/plugin/tuner.cc tries v6, then v5).
+nccl_tuner_abi() {
+  "$python" -c 'import torch; print(6 if tuple(torch.cuda.nccl.version()[:2]) >= (2, 30) else 5)' || {
+    echo "FAIL: cannot read the NCCL version of torch under $python" >&2
+    return 1
+  }
+}
+
 # Exits 77 (skipped) unless nvidia-smi lists a GPU.
 require_gpu() {
   if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then

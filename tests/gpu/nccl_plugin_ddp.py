@@ -11,6 +11,7 @@ CPU test suite check this worker (tests/nccl_plugin/test_gpu_scripts.py).
 """
 import argparse
 import ctypes
+import inspect
 import math
 import os
 import sys
@@ -93,7 +94,9 @@ def main():
     if args.device == "cuda":
         device = torch.device("cuda", 0)
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=device)
+        # Where init_process_group has device_id (not acspeed's helper: this worker must not import acspeed).
+        bind = {"device_id": device} if "device_id" in inspect.signature(dist.init_process_group).parameters else {}
+        dist.init_process_group("nccl", rank=rank, world_size=world_size, **bind)
         model = torch.nn.parallel.DistributedDataParallel(model.to(device), device_ids=[0])
     else:
         device = torch.device("cpu")

@@ -27,7 +27,8 @@
 # why), anything else = fail. Each gets ACSPEED_GPU_LOG_DIR, a folder of its own for its logs.
 # Logs are packed into one archive, $ACSPEED_GPU_ARCHIVE (default: $OUT/acspeed-gpu-logs.tar.gz
 # when OUT names a folder, as on the lent device machine, beside the summary
-# $OUT/acspeed-gpu-summary.txt; else beside the log folder). See tests/gpu/README.md.
+# $OUT/acspeed-gpu-summary.txt, which names the GPU first; else beside the log folder). See
+# tests/gpu/README.md.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -180,12 +181,16 @@ end_leftovers() {
   echo "tests/gpu: still running after SIGKILL: ${pids[*]}"
 }
 
+# Which GPU this is (the lent kinds differ in name and memory: H100 80 GB, H200 141 GB); nothing in
+# the checks depends on it, the summary records it.
+gpu_line="$gpus GPU(s): $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 summary=()
 # Packs the logs, whatever the outcome (the exit status is kept).
 pack() {
   local rc=$?
   if ((${#summary[@]} > 0)) && [[ -n "$summary_file" ]]; then
-    { printf '%-24s %7s  %s\n' "check" "time" "result"; printf '%s\n' "${summary[@]}"; } >"$summary_file"
+    { echo "gpu: $gpu_line"; printf '%-24s %7s  %s\n' "check" "time" "result"; printf '%s\n' "${summary[@]}"; } \
+      >"$summary_file"
     cp "$summary_file" "$logs/summary.txt"
   fi
   tar -czf "$archive" -C "$(dirname "$logs")" "$(basename "$logs")" && echo "tests/gpu: logs packed into $archive"
@@ -193,7 +198,7 @@ pack() {
   exit "$rc"
 }
 trap pack EXIT
-echo "tests/gpu: $gpus GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+echo "tests/gpu: $gpu_line"
 export PYTHONUNBUFFERED=1
 
 # The carried wheel, installed for the interpreter that holds torch, into this run's folder.

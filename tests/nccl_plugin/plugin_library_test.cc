@@ -1,5 +1,6 @@
 // libnccl-tuner-acspeed.so as NCCL sees it: dlopen the built library, find its symbols, drive
-// init/getCollInfo/finalize with fake cost tables and a fake logger, for each exported ABI version.
+// init/getCollInfo/getChunkSize/finalize with fake cost tables and a fake logger, for each exported
+// ABI version.
 // Each test loads its own copy of the file, so every test starts from fresh plugin state.
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -24,6 +26,7 @@
 #include "tuner_v3.h"
 #include "tuner_v4.h"
 #include "tuner_v5.h"
+#include "tuner_v6.h"
 
 namespace acspeed::testing {
 namespace {
@@ -39,7 +42,7 @@ fs::path make_temp_dir() {
 }
 
 // A private copy of the plugin, loaded as NCCL loads it (RTLD_NOW | RTLD_LOCAL), driven through
-// the ABI `version` (5, 4 or 3).
+// the ABI `version` (6, 5, 4 or 3).
 class LoadedPlugin {
  public:
   LoadedPlugin(int version, const fs::path& dir) : version_(version), path_(dir / ACSPEED_NCCL_TUNER_LIBRARY) {
@@ -47,22 +50,30 @@ class LoadedPlugin {
     fs::copy_file(kPluginPath, path_);
     handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle_ == nullptr) throw std::runtime_error(std::string("dlopen: ") + dlerror());
+    v6_ = static_cast<const acs_nccl_tuner_v6_t*>(dlsym(handle_, "ncclTunerPlugin_v6"));
     v5_ = static_cast<const acs_nccl_tuner_v5_t*>(dlsym(handle_, "ncclTunerPlugin_v5"));
     v4_ = static_cast<const acs_nccl_tuner_v4_t*>(dlsym(handle_, "ncclTunerPlugin_v4"));
     v3_ = static_cast<const acs_nccl_tuner_v3_t*>(dlsym(handle_, "ncclTunerPlugin_v3"));
     set_rules_ = reinterpret_cast<int (*)(const char*)>(dlsym(handle_, "acspeed_nccl_tuner_set_rules"));
-    if (!v5_ || !v4_ || !v3_ || !set_rules_) throw std::runtime_error("a plugin symbol is missing");
+    if (!v6_ || !v5_ || !v4_ || !v3_ || !set_rules_) throw std::runtime_error("a plugin symbol is missing");
   }
   ~LoadedPlugin() { dlclose(handle_); }
   LoadedPlugin(const LoadedPlugin&) = delete;
   LoadedPlugin& operator=(const LoadedPlugin&) = delete;
 
-  const char* name() const { return version_ == 5 ? v5_->name : version_ == 4 ? v4_->name : v3_->name; }
+  const char* name() const {
+    return version_ == 6 ? v6_->name : version_ == 5 ? v5_->name : version_ == 4 ? v4_->name : v3_->name;
+  }
+  int version() const { return version_; }
 
   void* init(uint64_t comm_id = 0xC0FFEE, size_t n_ranks = 8, size_t n_nodes = 1) {
     void* context = nullptr;
     acs_nccl_result_t result;
-    if (version_ == 5) {
+    if (version_ == 6) {
+      acs_nccl_nvl_domain_info_v6_t domains{1, 8, 8};
+      acs_nccl_tuner_constants_v6_t constants{};
+      result = v6_->init(&context, comm_id, n_ranks, n_nodes, fake_nccl_logger, &domains, &constants);
+    } else if (version_ == 5) {
       acs_nccl_nvl_domain_info_v5_t domains{1, 8, 8};
       acs_nccl_tuner_constants_v5_t constants{};
       result = v5_->init(&context, comm_id, n_ranks, n_nodes, fake_nccl_logger, &domains, &constants);
@@ -78,6 +89,7 @@ class LoadedPlugin {
   acs_nccl_result_t get_coll_info_raw(void* context, float** table, int num_algo, int num_proto,
                                       int* channels) {
     const auto f = acs_nccl_func_all_reduce;
+    if (version_ == 6) return v6_->get_coll_info(context, f, 4096, 1, table, num_algo, num_proto, 0, channels);
     if (version_ == 5) return v5_->get_coll_info(context, f, 4096, 1, table, num_algo, num_proto, 0, channels);
     if (version_ == 4) return v4_->get_coll_info(context, f, 4096, 1, table, num_algo, num_proto, 0, channels);
     return v3_->get_coll_info(context, f, 4096, 1, table, num_algo, num_proto, channels);
@@ -87,7 +99,9 @@ class LoadedPlugin {
   int get_coll_info(void* context, acs_nccl_func_t collective, size_t bytes, CostTable& table) {
     int channels = 0;
     acs_nccl_result_t result;
-    if (version_ == 5) {
+    if (version_ == 6) {
+      result = v6_->get_coll_info(context, collective, bytes, 1, table.as_nccl_argument(), 7, 3, 0, &channels);
+    } else if (version_ == 5) {
       result = v5_->get_coll_info(context, collective, bytes, 1, table.as_nccl_argument(), 7, 3, 0, &channels);
     } else if (version_ == 4) {
       result = v4_->get_coll_info(context, collective, bytes, 1, table.as_nccl_argument(), 7, 3, 0, &channels);
@@ -99,7 +113,22 @@ class LoadedPlugin {
   }
 
   acs_nccl_result_t finalize_raw(void* context) {
+    if (version_ == 6) return v6_->finalize(context);
     return version_ == 5 ? v5_->finalize(context) : version_ == 4 ? v4_->destroy(context) : v3_->destroy(context);
+  }
+
+  // NCCL 2.30's call after it chose (algorithm, protocol, channels): `nccl_chunk` is what NCCL
+  // computed and passes in; returns what the plugin left there. Only v6 has the callback.
+  size_t get_chunk_size(void* context, acs_nccl_func_t collective, size_t bytes, int algorithm, int protocol,
+                        size_t nccl_chunk) {
+    EXPECT_EQ(version_, 6) << "getChunkSize is a v6 callback";
+    size_t chunk = nccl_chunk;
+    EXPECT_EQ(v6_->get_chunk_size(context, collective, bytes, algorithm, protocol, 8, &chunk), acs_nccl_success);
+    return chunk;
+  }
+  acs_nccl_result_t get_chunk_size_raw(void* context, size_t* chunk) {
+    return v6_->get_chunk_size(context, acs_nccl_func_all_reduce, 4096, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE,
+                               8, chunk);
   }
   void finalize(void* context) { EXPECT_EQ(finalize_raw(context), acs_nccl_success); }
 
@@ -109,6 +138,7 @@ class LoadedPlugin {
   int version_;
   fs::path path_;
   void* handle_ = nullptr;
+  const acs_nccl_tuner_v6_t* v6_ = nullptr;
   const acs_nccl_tuner_v5_t* v5_ = nullptr;
   const acs_nccl_tuner_v4_t* v4_ = nullptr;
   const acs_nccl_tuner_v3_t* v3_ = nullptr;
@@ -116,7 +146,7 @@ class LoadedPlugin {
 };
 
 NcclRule make_rule(std::string collective, int64_t min_bytes, int64_t max_bytes, std::string algorithm,
-                   std::string protocol, int channels) {
+                   std::string protocol, int channels, std::optional<int64_t> chunk_bytes = std::nullopt) {
   NcclRule rule;
   rule.collective = std::move(collective);
   rule.min_bytes = min_bytes;
@@ -124,6 +154,7 @@ NcclRule make_rule(std::string collective, int64_t min_bytes, int64_t max_bytes,
   rule.algorithm = std::move(algorithm);
   rule.protocol = std::move(protocol);
   rule.channels = channels;
+  rule.chunk_bytes = chunk_bytes;
   return rule;
 }
 
@@ -364,16 +395,79 @@ TEST_P(PluginAbi, ConcurrentCallsSeeEitherWholeRuleSet) {
   plugin_->finalize(context);
 }
 
-INSTANTIATE_TEST_SUITE_P(Versions, PluginAbi, ::testing::Values(5, 4, 3),
+// Allreduce below 1 MiB: ring/Simple, 8 channels, 256 KiB chunks; above it, NCCL's algorithm with 4 channels.
+std::string chunk_config() {
+  return config_with({make_rule("allreduce", 0, 1 << 20, "ring", "simple", 8, 262144),
+                      make_rule("allreduce", 1 << 20, INT64_MAX, "any", "any", 4)});
+}
+
+TEST_P(PluginAbi, ChunkRuleSetsNcclsChunkUnderV6AndIsIgnoredOnceBelow) {
+  use_rules_file(chunk_config());
+  void* context = plugin_->init();
+  for (int call = 0; call < 3; ++call) {
+    CostTable table = typical_allreduce_table();
+    // The rest of the rule applies whatever the ABI.
+    EXPECT_EQ(plugin_->get_coll_info(context, acs_nccl_func_all_reduce, 4096, table), 8);
+    EXPECT_EQ(nccl_pick(table), std::make_pair(ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE));
+  }
+  const std::string ignored = "no getChunkSize";
+  if (plugin_->version() < 6) {
+    // NCCL <= 2.29 never asks for a chunk size: one line says the rule's is ignored, nothing else warns.
+    EXPECT_EQ(count_logged(acs_nccl_log_warn, "TUNER/acspeed: rule 0 (allreduce [0, 1048576) -> ring/simple, 8 "
+                                              "channels, chunk 262144 B): this NCCL loaded tuner ABI v" +
+                                                  std::to_string(plugin_->version())),
+              1u);
+    EXPECT_EQ(count_logged(acs_nccl_log_warn, ignored), 1u);
+    EXPECT_EQ(count_logged(acs_nccl_log_warn, "TUNER/acspeed"), 1u);
+    plugin_->finalize(context);
+    return;
+  }
+  EXPECT_EQ(count_logged(acs_nccl_log_warn, "TUNER/acspeed"), 0u);
+  const auto all_reduce = acs_nccl_func_all_reduce;
+  // The matching rule's chunk replaces NCCL's, for the algorithm and protocol it asked for.
+  EXPECT_EQ(plugin_->get_chunk_size(context, all_reduce, 4096, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE, 131072),
+            262144u);
+  EXPECT_EQ(plugin_->get_chunk_size(context, all_reduce, 4096, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE, 524288),
+            262144u);
+  EXPECT_EQ(count_logged(acs_nccl_log_info, "first set the chunk size of allreduce of 4096 bytes"), 1u);
+  // NCCL running another algorithm or protocol than the rule's (it ruled them out): its chunk stays.
+  EXPECT_EQ(plugin_->get_chunk_size(context, all_reduce, 4096, ACS_NCCL_ALGO_TREE, ACS_NCCL_PROTO_SIMPLE, 131072),
+            131072u);
+  EXPECT_EQ(plugin_->get_chunk_size(context, all_reduce, 4096, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_LL, 65536), 65536u);
+  // A matching rule without a chunk size, another collective, no rules at all: NCCL's chunk stays.
+  EXPECT_EQ(plugin_->get_chunk_size(context, all_reduce, 1 << 22, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE, 524288),
+            524288u);
+  EXPECT_EQ(plugin_->get_chunk_size(context, acs_nccl_func_all_gather, 4096, ACS_NCCL_ALGO_RING,
+                                    ACS_NCCL_PROTO_SIMPLE, 131072),
+            131072u);
+  ASSERT_EQ(plugin_->set_rules(R"({"version": 2})"), ACSPEED_NCCL_TUNER_OK);
+  EXPECT_EQ(plugin_->get_chunk_size(context, all_reduce, 4096, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE, 131072),
+            131072u);
+  // A rule with "any" algorithm and protocol sets the chunk of whatever NCCL runs.
+  ASSERT_EQ(plugin_->set_rules(config_with({make_rule("any", 0, INT64_MAX, "any", "any", 0, 65536)}).c_str()),
+            ACSPEED_NCCL_TUNER_OK);
+  EXPECT_EQ(plugin_->get_chunk_size(context, acs_nccl_func_reduce_scatter, 1 << 24, ACS_NCCL_ALGO_PAT,
+                                    ACS_NCCL_PROTO_LL128, 1 << 20),
+            65536u);
+  // Survives what NCCL never passes; a null context (an init that could not allocate one) still gets the rules.
+  EXPECT_EQ(plugin_->get_chunk_size_raw(context, nullptr), acs_nccl_success);
+  size_t chunk = 131072;
+  EXPECT_EQ(plugin_->get_chunk_size_raw(nullptr, &chunk), acs_nccl_success);
+  EXPECT_EQ(chunk, 65536u);
+  EXPECT_EQ(count_logged(acs_nccl_log_warn, "TUNER/acspeed"), 0u);
+  plugin_->finalize(context);
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, PluginAbi, ::testing::Values(6, 5, 4, 3),
                          [](const ::testing::TestParamInfo<int>& info) { return "v" + std::to_string(info.param); });
 
 TEST(PluginLibrary, ExportsExactlyThePluginSymbolsAndTheSetter) {
   const auto info = read_elf_dynamic_info(kPluginPath);
-  EXPECT_EQ(info.exported, (std::set<std::string>{"ncclTunerPlugin_v5", "ncclTunerPlugin_v4",
+  EXPECT_EQ(info.exported, (std::set<std::string>{"ncclTunerPlugin_v6", "ncclTunerPlugin_v5", "ncclTunerPlugin_v4",
                                                   "ncclTunerPlugin_v3", "acspeed_nccl_tuner_set_rules"}));
   void* handle = dlopen(kPluginPath, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(handle, nullptr) << dlerror();
-  for (const char* name : {"ncclTunerPlugin_v5", "ncclTunerPlugin_v4", "ncclTunerPlugin_v3",
+  for (const char* name : {"ncclTunerPlugin_v6", "ncclTunerPlugin_v5", "ncclTunerPlugin_v4", "ncclTunerPlugin_v3",
                            "acspeed_nccl_tuner_set_rules"}) {
     EXPECT_NE(dlsym(handle, name), nullptr) << name;
   }

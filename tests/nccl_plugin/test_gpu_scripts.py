@@ -91,13 +91,13 @@ def fake_nvidia_smi(tmp_path, gpus: int) -> str:
     bin_dir = tmp_path / f"bin{gpus}"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    lines = "".join(f'echo "GPU {i}: Fake H200 (UUID: GPU-{i})"\n' for i in range(gpus))
+    lines = "".join(f'echo "GPU {i}: Fake GPU (UUID: GPU-{i})"\n' for i in range(gpus))
     smi.write_text(textwrap.dedent(f"""\
         #!/usr/bin/env bash
         if [[ "$1" == -L ]]; then
         {lines}exit 0
         fi
-        echo "Fake H200, 0.0"
+        echo "Fake GPU, 1024 MiB, 0.0"
         """))
     smi.chmod(0o755)
     return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"

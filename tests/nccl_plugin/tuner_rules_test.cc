@@ -75,6 +75,29 @@ TEST(NcclTunerRules, FirstMatchingRuleWinsOverHalfOpenByteRanges) {
   EXPECT_EQ(find_rule({}, acs_nccl_func_all_reduce, 1), -1);
 }
 
+TEST(NcclTunerRules, ChunkBytesIsCompiledAndDescribedOnlyWhenSet) {
+  NcclRule chunked;
+  chunked.algorithm = "ring";
+  chunked.chunk_bytes = 131072;
+  const auto rules = compile_rules({chunked, NcclRule{}});
+  EXPECT_EQ(rules[0].chunk_bytes, 131072u);
+  EXPECT_EQ(rules[0].description, "allreduce [0, 9223372036854775807) -> ring/any, NCCL's channels, chunk 131072 B");
+  EXPECT_EQ(rules[1].chunk_bytes, 0u);  // NCCL's chunk size
+  EXPECT_EQ(rules[1].description, "allreduce [0, 9223372036854775807) -> any/any, NCCL's channels");
+}
+
+TEST(NcclTunerRules, RuleAllowsTheAlgorithmsAndProtocolsItNamesOrAll) {
+  const auto ring_any = rule_for("ring", "any");
+  EXPECT_TRUE(rule_allows(ring_any, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_LL));
+  EXPECT_TRUE(rule_allows(ring_any, ACS_NCCL_ALGO_RING, ACS_NCCL_PROTO_SIMPLE));
+  EXPECT_FALSE(rule_allows(ring_any, ACS_NCCL_ALGO_TREE, ACS_NCCL_PROTO_SIMPLE));
+  const auto any_ll128 = rule_for("any", "ll128");
+  EXPECT_TRUE(rule_allows(any_ll128, ACS_NCCL_ALGO_PAT, ACS_NCCL_PROTO_LL128));
+  EXPECT_FALSE(rule_allows(any_ll128, ACS_NCCL_ALGO_PAT, ACS_NCCL_PROTO_LL));
+  EXPECT_TRUE(rule_allows(rule_for("any", "any"), ACS_NCCL_ALGO_NVLS, ACS_NCCL_PROTO_SIMPLE));
+  EXPECT_FALSE(rule_allows(rule_for("tree", "ll"), ACS_NCCL_ALGO_TREE, ACS_NCCL_PROTO_SIMPLE));
+}
+
 TEST(NcclTunerRules, AlgorithmAndProtocolMakesThatEntryNcclsPick) {
   CostTable table = typical_allreduce_table();
   ASSERT_EQ(nccl_pick(table), std::make_pair(ACS_NCCL_ALGO_NVLS, ACS_NCCL_PROTO_SIMPLE));

@@ -1,6 +1,7 @@
 """acspeed._supported: the versions an installed acspeed supports come from its package metadata,
 and an unsupported Python or torch is named, with the supported range, in one line."""
 import importlib.metadata
+import inspect
 import platform
 
 import pytest
@@ -52,3 +53,26 @@ def test_supported_environment_and_a_checkout_have_no_problems(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _supported.problems("acspeedfine") == []
     assert _supported.problems("acspeed-not-installed-anywhere") == []
+
+
+def test_device_id_is_passed_on_cuda_only_where_init_process_group_has_it():
+    """init_process_group's device_id (issue 38 item 4): given for a CUDA device when the signature
+    has it, never for a CPU job, never to a torch whose init_process_group lacks it (torch >= 2.1 is
+    supported); the real torch.distributed is read when no function is given."""
+    import torch
+    import torch.distributed as dist
+
+    def with_device_id(backend=None, init_method=None, device_id=None):
+        pass
+
+    def without_device_id(backend=None, init_method=None, timeout=None):
+        pass
+
+    cuda, cpu = torch.device("cuda", 1), torch.device("cpu")
+    assert _supported.device_id_kwargs(cuda, with_device_id) == {"device_id": cuda}
+    assert _supported.device_id_kwargs(cuda, without_device_id) == {}
+    assert _supported.device_id_kwargs(cpu, with_device_id) == {}
+    assert _supported.device_id_kwargs(None, with_device_id) == {}
+    # This torch (2.15 here) has the parameter: a CUDA device gets it without touching CUDA.
+    has_it = "device_id" in inspect.signature(dist.init_process_group).parameters
+    assert _supported.device_id_kwargs(cuda) == ({"device_id": cuda} if has_it else {})

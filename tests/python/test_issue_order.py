@@ -35,8 +35,11 @@ class FakeWork:
     def get_future(self):
         return self.future
 
-    def block_current_stream(self):
+    def synchronize(self):  # NCCL's Work: the current stream waits for it
         self.blocked_streams += 1
+
+    def block_current_stream(self):  # nccl2's falls to c10d's generic spin kernel: never used
+        raise AssertionError("block_current_stream called; the stream wait is synchronize()")
 
 
 class FakeLane:

@@ -101,6 +101,37 @@ TEST(CommConfig, RejectsBadValuesByName) {
   EXPECT_NE(error_of(R"({"version":1,"nccl_rules":[{"channels":65}]})").find("channels 65"), std::string::npos);
 }
 
+TEST(CommConfig, NcclChunkBytesIsOptionalWrittenOnlyWhenSetAndRangeChecked) {
+  // A rule without it reads as NCCL's choice and is written as it always was: stored configs keep their text.
+  const std::string plain = R"({"version":2,"nccl_rules":[{"collective":"any","channels":4}]})";
+  const auto config = config_from_json(plain);
+  ASSERT_EQ(config.nccl_rules.size(), 1u);
+  EXPECT_FALSE(config.nccl_rules[0].chunk_bytes.has_value());
+  EXPECT_EQ(config_to_json(config).find("chunk_bytes"), std::string::npos);
+  EXPECT_FALSE(config_from_json(R"({"version":1,"nccl_rules":[{"chunk_bytes":null}]})").nccl_rules[0].chunk_bytes);
+
+  std::vector<std::string> warnings;
+  const auto chunked =
+      config_from_json(R"({"version":2,"nccl_rules":[{"collective":"any","chunk_bytes":131072}]})", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(chunked.nccl_rules[0].chunk_bytes, std::optional<int64_t>(131072));
+  EXPECT_NE(config_to_json(chunked).find("\"chunk_bytes\":131072"), std::string::npos);
+  EXPECT_EQ(config_from_json(config_to_json(chunked)), chunked);
+  EXPECT_FALSE(chunked == config_from_json(R"({"version":2,"nccl_rules":[{"collective":"any"}]})"));
+
+  EXPECT_EQ(config_from_json(R"({"version":2,"nccl_rules":[{"chunk_bytes":4096}]})").nccl_rules[0].chunk_bytes,
+            std::optional<int64_t>(kMinNcclChunkBytes));
+  EXPECT_NE(error_of(R"({"version":2,"nccl_rules":[{"chunk_bytes":4095}]})")
+                .find("nccl_rules[0].chunk_bytes 4095 is out of range (accepted: 4096 to 1073741824 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"nccl_rules":[{"chunk_bytes":0}]})").find("chunk_bytes 0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"nccl_rules":[{"chunk_bytes":1073741825}]})").find("chunk_bytes 1073741825"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"nccl_rules":[{"chunk_bytes":"1M"}]})").find("'chunk_bytes' must be an integer"),
+            std::string::npos);
+}
+
 TEST(CommConfig, UnknownKeysWarnButParse) {
   std::vector<std::string> warnings;
   const auto config = config_from_json(R"({"version":1,"streams":2,"bucket_size":5})", &warnings);

@@ -1,6 +1,8 @@
 #include "acspeed/tuner/search_space.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,6 +31,48 @@ TEST(SearchSpace, ParsesLists) {
   EXPECT_EQ(parse_compression_list("--compression", "none,fp16"),
             (std::vector<Compression>{Compression::kNone, Compression::kFp16}));
   EXPECT_EQ(parse_channels_list("--nccl-channels", "0,8"), (std::vector<int>{0, 8}));
+  EXPECT_EQ(parse_chunk_bytes_list("--nccl-chunk-bytes", "0,4096,1073741824"),
+            (std::vector<int64_t>{0, 4096, 1073741824}));
+}
+
+TEST(SearchSpace, NcclChunkBytesIsAGpuKnobNotSearchedByDefaultThatSetsTheSharedRule) {
+  const auto& row = knobs().back();
+  EXPECT_EQ(row.name, "nccl_chunk_bytes");
+  EXPECT_EQ(row.option, "nccl-chunk-bytes");
+  EXPECT_TRUE(row.needs_gpu);
+  EXPECT_TRUE(row.pin_variable.empty());
+  SearchSpace space;
+  EXPECT_EQ(space.dims().back(), 1u);
+  EXPECT_EQ(space.describe(), "bucket 25 MiB x allreduce x streams 1 x compression none = 1 config");
+  EXPECT_EQ(nlohmann::json(space)["nccl_chunk_bytes"], nlohmann::json::array({0}));
+
+  space.nccl_channels = {0, 8};
+  space.nccl_chunk_bytes = parse_chunk_bytes_list("--nccl-chunk-bytes", "0,262144");
+  ASSERT_EQ(space.size(), 4u);
+  EXPECT_NE(space.describe().find("x NCCL channels 0,8 x NCCL chunk 0,262144 B = 4 configs"), std::string::npos)
+      << space.describe();
+  const Point start = space.default_point();
+  EXPECT_EQ(start.back(), 0u);
+  EXPECT_TRUE(space.config_at(start).is_default());  // 0: NCCL's chunk, no rule
+  Point chunk_only = start;
+  chunk_only.back() = 1;
+  const CommConfig chunked = space.config_at(chunk_only);
+  ASSERT_EQ(chunked.nccl_rules.size(), 1u);
+  EXPECT_EQ(chunked.nccl_rules[0].collective, "any");
+  EXPECT_EQ(chunked.nccl_rules[0].channels, 0);
+  EXPECT_EQ(chunked.nccl_rules[0].chunk_bytes, std::optional<int64_t>(262144));
+  const CommConfig both = space.config_at(space.point_at(space.size() - 1));
+  ASSERT_EQ(both.nccl_rules.size(), 1u);  // channels and chunk share the one rule
+  EXPECT_EQ(both.nccl_rules[0].channels, 8);
+  EXPECT_EQ(both.nccl_rules[0].chunk_bytes, std::optional<int64_t>(262144));
+
+  for (const char* bad : {"4095", "-1", "1073741825", "64k", "0,00"}) {
+    EXPECT_FALSE(error_of([&] { parse_chunk_bytes_list("--nccl-chunk-bytes", bad); }).empty()) << bad;
+  }
+  EXPECT_NE(error_of([] { parse_chunk_bytes_list("--nccl-chunk-bytes", "0,100"); })
+                .find("--nccl-chunk-bytes item '100' is not an NCCL chunk size (accepted: 0 = NCCL's choice, or "
+                      "integers 4096 to 1073741824 bytes)"),
+            std::string::npos);
 }
 
 TEST(SearchSpace, PowerSgdRankIsOneKnobThatOnlyPowerSgdConfigsUse) {
@@ -144,8 +188,11 @@ TEST(SearchSpace, NcclKnobsBecomeOneRuleOnlyWhenTheyChangeSomething) {
 
 TEST(SearchSpace, GradAsBucketViewIsAKnobThatADefaultSpaceDoesNotSearch) {
   SearchSpace space;  // the knob left at its default: the space and its configs are what they were
-  EXPECT_EQ(SearchSpace::knob_names().back(), "gradient_as_bucket_view");
-  EXPECT_EQ(space.dims().back(), 1u);
+  const auto& names = SearchSpace::knob_names();
+  const size_t knob = static_cast<size_t>(std::find(names.begin(), names.end(), "gradient_as_bucket_view") -
+                                          names.begin());
+  ASSERT_LT(knob, names.size());
+  EXPECT_EQ(space.dims()[knob], 1u);
   EXPECT_EQ(space.size(), 1u);
   EXPECT_TRUE(space.config_at(space.default_point()).is_default());
   EXPECT_EQ(space.describe(), "bucket 25 MiB x allreduce x streams 1 x compression none = 1 config");
@@ -158,10 +205,10 @@ TEST(SearchSpace, GradAsBucketViewIsAKnobThatADefaultSpaceDoesNotSearch) {
             std::string::npos)
       << space.describe();
   const Point start = space.default_point();
-  EXPECT_EQ(start.back(), 0u);  // false: DDP's own
+  EXPECT_EQ(start[knob], 0u);  // false: DDP's own
   EXPECT_FALSE(space.config_at(start).gradient_as_bucket_view);  // left unset, not an explicit false
   Point view = start;
-  view.back() = 1;
+  view[knob] = 1;
   EXPECT_EQ(space.config_at(view).gradient_as_bucket_view, std::optional<bool>(true));
   EXPECT_EQ(space.config_at(view).describe(), "gradient_as_bucket_view=true, allreduce");
   EXPECT_NE(error_of([] { parse_bool_list("--grad-as-bucket-view", "false,maybe"); }).find("'maybe'"),

@@ -18,6 +18,7 @@ namespace {
 // How one value reads in the plan and in the stored space.
 std::string text_of(double v) { return fmt::format("{}", v); }
 std::string text_of(int v) { return std::to_string(v); }
+std::string text_of(int64_t v) { return std::to_string(v); }
 std::string text_of(const std::string& v) { return v; }
 std::string text_of(Algorithm v) { return std::string(to_string(v)); }
 std::string text_of(Compression v) { return std::string(to_string(v)); }
@@ -25,6 +26,7 @@ std::string text_of(bool v) { return v ? "true" : "false"; }
 
 nlohmann::json json_of(double v) { return v; }
 nlohmann::json json_of(int v) { return v; }
+nlohmann::json json_of(int64_t v) { return v; }
 nlohmann::json json_of(const std::string& v) { return v; }
 nlohmann::json json_of(Algorithm v) { return to_string(v); }
 nlohmann::json json_of(Compression v) { return to_string(v); }
@@ -238,6 +240,23 @@ std::vector<Knob> make_knobs() {
        },
        [](const CommConfig& c) { return c.gradient_as_bucket_view.value_or(false); }}));
   k.back().ddp_argument = "gradient_as_bucket_view";
+  k.push_back(list_knob<int64_t>(
+      "nccl_chunk_bytes", "nccl-chunk-bytes", "",
+      [] {
+        return fmt::format("GPU: NCCL chunk sizes to search, bytes (0 = NCCL's choice, else {} to {}; set only by "
+                           "NCCL >= 2.30, whose tuner ABI v6 asks for them; default: not searched)",
+                           kMinNcclChunkBytes, kMaxNcclChunkBytes);
+      },
+      {&SearchSpace::nccl_chunk_bytes, int64_t{0}, "NCCL chunk {} B",
+       when_searched(&SearchSpace::nccl_chunk_bytes, int64_t{0}), parse_chunk_bytes_list,
+       [](int64_t bytes, CommConfig& c) {
+         if (bytes != 0) nccl_rule(c).chunk_bytes = bytes;
+       },
+       [](const CommConfig& c) {
+         return c.nccl_rules.empty() ? int64_t{0} : c.nccl_rules.front().chunk_bytes.value_or(0);
+       }}));
+  k.back().needs_gpu = true;
+  k.back().switchable = true;  // the plugin's live rules setter, as the other NCCL knobs
   return k;
 }
 

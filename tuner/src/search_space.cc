@@ -199,6 +199,19 @@ std::vector<int> parse_channels_list(std::string_view option, std::string_view t
   });
 }
 
+std::vector<int64_t> parse_chunk_bytes_list(std::string_view option, std::string_view text) {
+  return parse_items<int64_t>(option, text, [&](const std::string& item) {
+    try {
+      const int64_t bytes = parse_int(option, item, 0, kMaxNcclChunkBytes);
+      if (bytes == 0 || bytes >= kMinNcclChunkBytes) return bytes;
+    } catch (const InvalidArgument&) {  // not an integer, or above the maximum: said below
+    }
+    ACS_THROW(InvalidArgument,
+              "{} item '{}' is not an NCCL chunk size (accepted: 0 = NCCL's choice, or integers {} to {} bytes)",
+              option, item, kMinNcclChunkBytes, kMaxNcclChunkBytes);
+  });
+}
+
 std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_view text) {
   return parse_items<int>(option, text, [&](const std::string& item) {
     try {

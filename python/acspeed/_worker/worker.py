@@ -65,7 +65,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _log, _patch, _probes, _runtime, share_gpus
+from acspeed import _log, _patch, _probes, _runtime, _supported, share_gpus
 from acspeed._worker import batches, protocol
 from acspeed.engine import powersgd
 
@@ -484,11 +484,11 @@ def main(argv=None) -> int:
     gpu = share_gpus.device_for(local_rank) if use_cuda else None  # local rank mod GPUs when shared
     if use_cuda:
         torch.cuda.set_device(gpu)
-    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    device = torch.device("cuda", gpu) if use_cuda else torch.device("cpu")
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo", **_supported.device_id_kwargs(device))
     rank = dist.get_rank()
     control_group = dist.new_group(backend="gloo")
     control = Control(args.control) if rank == 0 else None
-    device = torch.device("cuda", gpu) if use_cuda else torch.device("cpu")
     try:
         trainer = Trainer(args, device)
         from acspeed.decision import model_signature  # noqa: PLC0415 - the key `import acspeed` looks up

@@ -13,7 +13,7 @@ Two issuers, the first enabled one wins (ISSUERS):
   StreamOrdered (CUDA tensors on NCCL): every phase is issued in the hook call. The lane's side
     stream first waits on the compute stream; each collective's NCCL stream waits on the lane stream
     at issue time, and between phases the lane stream waits on the previous phase's work
-    (Work.block_current_stream: a stream wait, never a host wait). Phases of one role share one
+    (Work.synchronize: a stream wait, never a host wait). Phases of one role share one
     communicator.
   CompletionOrdered (everything else: gloo on the CPU): the first phase is issued in the hook call.
     Later phases wait in per-(lane, phase) queues, in bucket order; each hook call issues, non-
@@ -113,12 +113,12 @@ class StreamOrdered:
 
 
 def block_stream(work) -> None:
-    """Makes the current CUDA stream wait for `work` (no host wait)."""
-    block = getattr(work, "block_current_stream", None)
-    if block is not None:
-        block()
-    else:  # older torch: for NCCL, wait() makes the current stream wait and returns
-        work.wait()
+    """Makes the current CUDA stream wait for NCCL `work` (no host wait): Work.synchronize(), an event
+    wait on the current stream in every torch acspeed supports and in both of torch 2.15's NCCL
+    process groups. Not block_current_stream(): the classic group's is synchronize(), but nccl2's
+    Work does not override it, so c10d's generic one runs, a spin kernel released from the Work's
+    future (docs/nccl2.md)."""
+    work.synchronize()
 
 
 class CompletionOrdered:

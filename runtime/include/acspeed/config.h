@@ -26,6 +26,10 @@ inline constexpr double kDdpDefaultBucketMb = 25.0;  // DDP's bucket_cap_mb when
 inline constexpr double kMaxBucketMb = 65536;        // bucket sizes are > 0 and <= this (MiB)
 inline constexpr int kMaxStreams = 64;               // streams are 1..kMaxStreams
 inline constexpr int kMaxNcclChannels = 64;          // an NCCL rule's channels are 0 (NCCL's choice)..this
+// An NCCL rule's chunk_bytes, when set: at least NCCL's largest protocol grain (LL128: 3840 bytes), so
+// that NCCL's alignment never rounds it down to 0; NCCL clamps anything above its buffer.
+inline constexpr int64_t kMinNcclChunkBytes = 4096;
+inline constexpr int64_t kMaxNcclChunkBytes = int64_t{1} << 30;
 
 // How gradient buckets are reduced.
 enum class Algorithm {
@@ -46,8 +50,9 @@ const std::vector<std::string>& algorithm_names();
 const std::vector<std::string>& compression_names();
 
 // One NCCL tuning rule: for `collective` messages of [min_bytes, max_bytes), prefer `algorithm`
-// with `protocol` and use `channels` channels. "any" leaves that choice to NCCL; channels 0 leaves
-// NCCL's channel count. The first matching rule wins.
+// with `protocol`, use `channels` channels and chunks of `chunk_bytes`. "any" leaves that choice to
+// NCCL; channels 0 leaves NCCL's channel count; no chunk_bytes leaves NCCL's chunk size (set only by
+// NCCL >= 2.30, tuner ABI v6). The first matching rule wins.
 struct NcclRule {
   std::string collective = "allreduce";  // allreduce|allgather|reducescatter|broadcast|reduce|any
   int64_t min_bytes = 0;
@@ -55,6 +60,7 @@ struct NcclRule {
   std::string algorithm = "any";  // tree|ring|collnet_direct|collnet_chain|nvls|nvls_tree|pat|any
   std::string protocol = "any";   // ll|ll128|simple|any
   int channels = 0;               // 0..kMaxNcclChannels
+  std::optional<int64_t> chunk_bytes;  // kMinNcclChunkBytes..kMaxNcclChunkBytes; nullopt: NCCL's
 
   bool operator==(const NcclRule& other) const;
 };

@@ -2,7 +2,7 @@
  * plugin headers). Written from NCCL 2.28's src/include/nccl_common.h and plugin/nccl_tuner.h: the
  * names are ours (prefixed so they never clash with a real nccl.h), the layout and values are
  * NCCL's and must not change. Values checked against NCCL v2.28.9 and still the same in 2.30.
- * One header per ABI version we export: tuner_v3.h, tuner_v4.h, tuner_v5.h. */
+ * One header per ABI version we export: tuner_v3.h, tuner_v4.h, tuner_v5.h, tuner_v6.h. */
 #ifndef ACSPEED_NCCL_ABI_TUNER_COMMON_H_
 #define ACSPEED_NCCL_ABI_TUNER_COMMON_H_
 

@@ -1,4 +1,4 @@
-/* NCCL tuner plugin ABI v5 (NCCL 2.28, the version it prefers; 2.29-2.30 still load it), exported as
+/* NCCL tuner plugin ABI v5 (NCCL 2.28-2.29 prefer it; 2.30 falls back to it without v6), exported as
  * ncclTunerPlugin_v5. init gains the communicator id, the NVLink domain shape and NCCL's tuning
  * constants (in/out; acspeed leaves them untouched); `destroy` is now called `finalize`. */
 #ifndef ACSPEED_NCCL_ABI_TUNER_V5_H_

@@ -11,7 +11,7 @@ static_assert(offsetof(acs_nccl_tuner_v4_t, init) == 8 && offsetof(acs_nccl_tune
 
 // v4 has no communicator id: contexts are numbered 0 in the logs.
 acs_nccl_result_t init_v4(size_t n_ranks, size_t n_nodes, acs_nccl_logger_t logger, void** context) noexcept {
-  return acspeed::nccl_tuner::init(logger, 0, n_ranks, n_nodes, context);
+  return acspeed::nccl_tuner::init(4, logger, 0, n_ranks, n_nodes, context);
 }
 
 acs_nccl_result_t get_coll_info_v4(void* context, acs_nccl_func_t coll_type, size_t n_bytes,

@@ -1,4 +1,4 @@
-// ncclTunerPlugin_v5: the ABI NCCL 2.28 prefers.
+// ncclTunerPlugin_v5: the ABI NCCL 2.28 and 2.29 prefer (NCCL 2.30 falls back to it).
 #include <cstddef>
 
 #include "acspeed/nccl_tuner_plugin.h"
@@ -16,7 +16,7 @@ static_assert(sizeof(acs_nccl_func_t) == sizeof(int) && sizeof(acs_nccl_result_t
 acs_nccl_result_t init_v5(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
                           acs_nccl_logger_t logger, acs_nccl_nvl_domain_info_v5_t* /*nvl_domain_info*/,
                           acs_nccl_tuner_constants_v5_t* /*constants: NCCL's, left as they are*/) noexcept {
-  return acspeed::nccl_tuner::init(logger, comm_id, n_ranks, n_nodes, context);
+  return acspeed::nccl_tuner::init(5, logger, comm_id, n_ranks, n_nodes, context);
 }
 
 acs_nccl_result_t get_coll_info_v5(void* context, acs_nccl_func_t coll_type, size_t n_bytes,

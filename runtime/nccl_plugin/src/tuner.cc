@@ -27,19 +27,28 @@ constexpr unsigned long kSubsystems = ACS_NCCL_SUBSYS_INIT | ACS_NCCL_SUBSYS_TUN
 struct RuleSet {
   std::vector<CompiledRule> rules;
   std::string source;  // where they came from, for logs
-  // Per rule: whether its first use / its having no entry to prefer was logged (once each).
+  // Per rule: whether its first use / its having no entry to prefer / its first chunk size was
+  // logged (once each).
   std::unique_ptr<std::atomic<bool>[]> use_logged;
   std::unique_ptr<std::atomic<bool>[]> unavailable_logged;
+  std::unique_ptr<std::atomic<bool>[]> chunk_logged;
+  // Whether a chunk rule ignored under an ABI without getChunkSize was logged (once per rule set).
+  mutable std::atomic<bool> chunk_ignored_logged{false};
 
   RuleSet(std::vector<CompiledRule> compiled, std::string from)
       : rules(std::move(compiled)),
         source(std::move(from)),
         use_logged(new std::atomic<bool>[rules.size()]()),
-        unavailable_logged(new std::atomic<bool>[rules.size()]()) {}
+        unavailable_logged(new std::atomic<bool>[rules.size()]()),
+        chunk_logged(new std::atomic<bool>[rules.size()]()) {}
 };
+
+// The first tuner ABI whose NCCL asks the tuner for chunk sizes (getChunkSize, NCCL 2.30).
+constexpr int kFirstChunkAbi = 6;
 
 // One per NCCL communicator.
 struct Context {
+  int abi_version;  // the ABI NCCL loaded the plugin through
   uint64_t comm_id;
   size_t n_ranks;
   size_t n_nodes;
@@ -156,19 +165,20 @@ std::shared_ptr<const RuleSet> current_rules(bool load_if_needed) {
 std::atomic<bool> g_init_failed{false};
 std::atomic<bool> g_info_failed{false};
 std::atomic<bool> g_bad_table{false};
+std::atomic<bool> g_chunk_failed{false};
 std::atomic<bool> g_finalize_failed{false};
 
 }  // namespace
 
-acs_nccl_result_t init(acs_nccl_logger_t logger, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
-                       void** context) noexcept {
+acs_nccl_result_t init(int abi_version, acs_nccl_logger_t logger, uint64_t comm_id, size_t n_ranks,
+                       size_t n_nodes, void** context) noexcept {
   try {
     if (context != nullptr) *context = nullptr;
     if (logger != nullptr) state().logger.store(logger);
     const auto rules = current_rules(/*load_if_needed=*/true);
-    if (context != nullptr) *context = new Context{comm_id, n_ranks, n_nodes};
-    TUNER_LOG(info, "communicator %lx (%zu ranks, %zu nodes): %zu rule(s) from %s",
-              static_cast<unsigned long>(comm_id), n_ranks, n_nodes, rules->rules.size(),
+    if (context != nullptr) *context = new Context{abi_version, comm_id, n_ranks, n_nodes};
+    TUNER_LOG(info, "communicator %lx (%zu ranks, %zu nodes, tuner ABI v%d): %zu rule(s) from %s",
+              static_cast<unsigned long>(comm_id), n_ranks, n_nodes, abi_version, rules->rules.size(),
               rules->source.c_str());
   } catch (const std::exception& e) {
     log_internal_once(g_init_failed, "init", e.what());
@@ -202,6 +212,12 @@ acs_nccl_result_t get_coll_info(void* context, int collective, size_t n_bytes, f
     *n_channels = rule.channels;
     const auto* ctx = static_cast<const Context*>(context);
     const unsigned long comm = ctx ? static_cast<unsigned long>(ctx->comm_id) : 0UL;
+    if (rule.chunk_bytes != 0 && ctx != nullptr && ctx->abi_version < kFirstChunkAbi &&
+        !rules->chunk_ignored_logged.exchange(true)) {
+      TUNER_LOG(warn, "rule %d (%s): this NCCL loaded tuner ABI v%d, which has no getChunkSize (NCCL >= 2.30 "
+                "asks for v6): the chunk size is ignored and NCCL's is kept, the rest of the rule applies",
+                index, rule.description.c_str(), ctx->abi_version);
+    }
     if (edit == TableEdit::kUnavailable) {
       if (!rules->unavailable_logged[index].exchange(true)) {
         TUNER_LOG(info, "rule %d (%s): NCCL offers none of its algorithm/protocol for %s of %zu "
@@ -216,6 +232,34 @@ acs_nccl_result_t get_coll_info(void* context, int collective, size_t n_bytes, f
     log_internal_once(g_info_failed, "getCollInfo", e.what());
   } catch (...) {
     log_internal_once(g_info_failed, "getCollInfo", "unknown exception");
+  }
+  return acs_nccl_success;
+}
+
+acs_nccl_result_t get_chunk_size(void* context, int collective, size_t n_bytes, int algorithm, int protocol,
+                                 int n_channels, size_t* chunk_size) noexcept {
+  try {
+    if (chunk_size == nullptr) return acs_nccl_success;
+    const auto rules = current_rules(/*load_if_needed=*/false);
+    if (!rules) return acs_nccl_success;
+    const int index = find_rule(rules->rules, collective, n_bytes);
+    if (index < 0) return acs_nccl_success;
+    const CompiledRule& rule = rules->rules[index];
+    // A chunk size belongs to the rule's algorithm and protocol: where NCCL runs another, its own stays.
+    if (rule.chunk_bytes == 0 || !rule_allows(rule, algorithm, protocol)) return acs_nccl_success;
+    const size_t from = *chunk_size;
+    *chunk_size = static_cast<size_t>(rule.chunk_bytes);
+    if (!rules->chunk_logged[index].exchange(true)) {
+      const auto* ctx = static_cast<const Context*>(context);
+      TUNER_LOG(info, "rule %d (%s) first set the chunk size of %s of %zu bytes (algorithm %d, protocol %d, "
+                "%d channels) on communicator %lx: %zu -> %zu bytes (NCCL clamps it to its buffer)",
+                index, rule.description.c_str(), nccl_collective_name(collective), n_bytes, algorithm, protocol,
+                n_channels, ctx ? static_cast<unsigned long>(ctx->comm_id) : 0UL, from, *chunk_size);
+    }
+  } catch (const std::exception& e) {
+    log_internal_once(g_chunk_failed, "getChunkSize", e.what());
+  } catch (...) {
+    log_internal_once(g_chunk_failed, "getChunkSize", "unknown exception");
   }
   return acs_nccl_success;
 }

@@ -74,11 +74,13 @@ std::vector<CompiledRule> compile_rules(const std::vector<NcclRule>& rules) {
     c.algorithm = nccl_algorithm_index(rule.algorithm);
     c.protocol = nccl_protocol_index(rule.protocol);
     c.channels = rule.channels;
-    c.description = fmt::format("{} [{}, {}) -> {}/{}, {}", rule.collective, rule.min_bytes,
+    c.chunk_bytes = rule.chunk_bytes ? static_cast<uint64_t>(*rule.chunk_bytes) : 0;
+    c.description = fmt::format("{} [{}, {}) -> {}/{}, {}{}", rule.collective, rule.min_bytes,
                                 rule.max_bytes, rule.algorithm, rule.protocol,
                                 rule.channels == 0   ? std::string("NCCL's channels")
                                 : rule.channels == 1 ? std::string("1 channel")
-                                                     : fmt::format("{} channels", rule.channels));
+                                                     : fmt::format("{} channels", rule.channels),
+                                rule.chunk_bytes ? fmt::format(", chunk {} B", *rule.chunk_bytes) : std::string());
     compiled.push_back(std::move(c));
   }
   return compiled;
@@ -96,17 +98,18 @@ int find_rule(const std::vector<CompiledRule>& rules, int collective, size_t byt
   return -1;
 }
 
+bool rule_allows(const CompiledRule& rule, int algorithm, int protocol) {
+  return (rule.algorithm == kAny || rule.algorithm == algorithm) && (rule.protocol == kAny || rule.protocol == protocol);
+}
+
 TableEdit prefer_in_table(const CompiledRule& rule, float* table, int num_algo, int num_proto) {
   if (rule.algorithm == kAny && rule.protocol == kAny) return TableEdit::kNoPreference;
-  auto allowed = [&](int a, int p) {
-    return (rule.algorithm == kAny || rule.algorithm == a) && (rule.protocol == kAny || rule.protocol == p);
-  };
   // The cheapest allowed entry NCCL could run, first in NCCL's own scan order on ties.
   int chosen = -1;
   for (int a = 0; a < num_algo; ++a) {
     for (int p = 0; p < num_proto; ++p) {
       const float cost = table[a * num_proto + p];
-      if (!allowed(a, p) || is_ignored(cost) || !(cost >= 0.0f)) continue;
+      if (!rule_allows(rule, a, p) || is_ignored(cost) || !(cost >= 0.0f)) continue;
       if (chosen < 0 || cost < table[chosen]) chosen = a * num_proto + p;
     }
   }

@@ -23,7 +23,8 @@ struct CompiledRule {
   int algorithm = kAny;              // cost-table row (ACS_NCCL_ALGO_*), or kAny
   int protocol = kAny;               // cost-table column (ACS_NCCL_PROTO_*), or kAny
   int channels = 0;                  // 0: NCCL's channel count
-  std::string description;           // for logs: "allreduce [0, 65536) -> ring/ll, 4 channels"
+  uint64_t chunk_bytes = 0;          // 0: NCCL's chunk size (set only through getChunkSize, ABI v6)
+  std::string description;           // for logs: "allreduce [0, 65536) -> ring/ll, 4 channels, chunk 131072 B"
 };
 
 // NCCL's index for a name of config.h's lists ("any" gives kAny); throws InvalidArgument naming
@@ -39,6 +40,9 @@ std::vector<CompiledRule> compile_rules(const std::vector<NcclRule>& rules);
 
 // Index of the first rule matching this collective, or -1.
 int find_rule(const std::vector<CompiledRule>& rules, int collective, size_t bytes);
+
+// True when `rule` lets NCCL run this cost-table entry (its algorithm and protocol are "any" or these).
+bool rule_allows(const CompiledRule& rule, int algorithm, int protocol);
 
 enum class TableEdit {
   kNoPreference,  // the rule leaves algorithm and protocol to NCCL: table untouched

@@ -8,10 +8,11 @@
  *   another: tests/gpu carries the one built here to the GPU machine.
  *
  * Exported symbols (nothing else is exported)
- *   ncclTunerPlugin_v5, ncclTunerPlugin_v4, ncclTunerPlugin_v3
- *       NCCL's versioned tuner structs; NCCL 2.28 picks v5. There is no version 2 struct: its
- *       getCollInfo picks an algorithm outright instead of passing the cost table this plugin edits. The plugin's name is "acspeed", so NCCL
- *       logs "TUNER/Plugin: Using acspeed (v5)" at NCCL_DEBUG=INFO.
+ *   ncclTunerPlugin_v6, ncclTunerPlugin_v5, ncclTunerPlugin_v4, ncclTunerPlugin_v3
+ *       NCCL's versioned tuner structs; NCCL 2.30 picks v6 (it adds getChunkSize), 2.28 and 2.29
+ *       pick v5. There is no version 2 struct: its getCollInfo picks an algorithm outright instead
+ *       of passing the cost table this plugin edits. The plugin's name is "acspeed", so NCCL logs
+ *       "TUNER/Plugin: Using acspeed (v6)" (or v5) at NCCL_DEBUG=INFO.
  *   acspeed_nccl_tuner_set_rules (below)
  *
  * How the Python side uses it (`import acspeed`)
@@ -38,7 +39,13 @@
  *     0.0, so NCCL picks it. If NCCL ruled out every such entry for this call, the table is left
  *     alone (NCCL's choice stands) and this is logged once per rule.
  *   - channels > 0 sets NCCL's channel count for the call; 0 leaves it to NCCL.
- *   - No matching rule: the table is untouched and the channel count output is 0 (NCCL decides).
+ *   - chunk_bytes (optional; absent leaves it to NCCL) replaces the chunk size NCCL computed, in
+ *     getChunkSize (ABI v6, NCCL >= 2.30), when NCCL runs an algorithm and protocol the rule
+ *     allows; NCCL then clamps it to its buffer and aligns it to the protocol. Under an older ABI
+ *     (NCCL <= 2.29 loads v5) NCCL never asks: the chunk size is ignored, said once per rule set
+ *     ("TUNER/acspeed: ... no getChunkSize"), and the rest of the rule applies.
+ *   - No matching rule: the table is untouched, the channel count output is 0 (NCCL decides) and
+ *     the chunk size stays NCCL's.
  *
  * Failure model
  *   The plugin never makes NCCL fail: every NCCL entry point returns success, no exception leaves

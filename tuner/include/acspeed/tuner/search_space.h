@@ -1,5 +1,6 @@
 // The tuner's search space: one list of values per knob (bucket size, algorithm, streams,
-// compression, on GPUs NCCL algorithm/protocol/channels, PowerSGD rank, gradient as bucket view).
+// compression, on GPUs NCCL algorithm/protocol/channels, PowerSGD rank, gradient as bucket view, on
+// GPUs NCCL chunk size).
 // A point is one index per knob; the strategies only see the knobs' sizes. What each knob is
 // (its name, option, pin, default and how it sets a config) is its row in knobs.h: the functions
 // below go through that table, so a new knob is its list here plus its row there.
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +37,9 @@ struct SearchSpace {
   std::vector<std::string> nccl_algorithms = {"any"};
   std::vector<std::string> nccl_protocols = {"any"};
   std::vector<int> nccl_channels = {0};
+  // NCCL's chunk size in bytes (0: NCCL's own); set through the plugin's getChunkSize, which only
+  // NCCL >= 2.30 calls. Not searched by default.
+  std::vector<int64_t> nccl_chunk_bytes = {0};
   // DDP's gradient_as_bucket_view; false (DDP's default) leaves it unset. Not searched by default.
   std::vector<bool> grad_as_bucket_view = {false};
   std::vector<std::string> pinned;  // knobs pinned by the environment, with the variable: "streams (ACSPEED_STREAMS)"
@@ -67,6 +72,8 @@ std::vector<Compression> parse_compression_list(std::string_view option, std::st
 std::vector<std::string> parse_nccl_choice_list(std::string_view option, std::string_view text,
                                                 const std::vector<std::string>& accepted);
 std::vector<int> parse_channels_list(std::string_view option, std::string_view text);
+// NCCL chunk sizes: 0 (NCCL's choice) or kMinNcclChunkBytes to kMaxNcclChunkBytes bytes.
+std::vector<int64_t> parse_chunk_bytes_list(std::string_view option, std::string_view text);
 // PowerSGD ranks: integers 1 to kMaxPowerSgdRank (the hook clamps each to a matrix's smaller side).
 std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_view text);
 // Booleans (settings.h's parse_bool spellings: false,true).
