@@ -88,7 +88,8 @@ def on_two_ranks(target, args, timeout: int = 3600):
 def _record(rank: int, world: int, args) -> dict:
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
-    from acspeed import _runtime, worker  # noqa: PLC0415
+    from acspeed import _runtime  # noqa: PLC0415
+    from acspeed._worker import steps, worker  # noqa: PLC0415
     import digits  # noqa: PLC0415
     group = dist.new_group(backend="gloo")
     trainer = worker.Trainer(types.SimpleNamespace(model=args.model, batch_size=args.batch_size, image_size=32,
@@ -112,8 +113,8 @@ def _record(rank: int, world: int, args) -> dict:
     curves = {}
     for name, fields in configs(args.ranks).items():
         config, _ = _runtime.core().CommConfig.from_json(json.dumps({"version": 2, **fields}))
-        trainer._rewrap(config, "ddp")
-        optimizer = torch.optim.SGD(trainer.ddp.parameters(), lr=0.01, momentum=0.9)  # as worker._trajectory
+        trainer.rewrap(config, "ddp")
+        optimizer, _ = steps.training(trainer.ddp.parameters(), "fp32", torch.device("cpu"))  # the worker's
         train, held = [], []
         for inputs, targets in trainer.stream[:args.long_steps]:
             held.append(held_out_loss())  # the weights the step's loss is taken at

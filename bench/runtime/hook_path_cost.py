@@ -4,7 +4,7 @@ node has). Each pair is measured side by side (alternated); CPU time, so the mac
 does not enter it. Two parts:
 
   1. the old engine (before 7668da3) against the current one, piece by piece, fp16 and bf16:
-       guard    old: bool(torch.isfinite(packed).all()) per bucket   new: torch.aminmax (hooks._nonfinite)
+       guard    old: bool(torch.isfinite(packed).all()) per bucket   new: torch.aminmax (acspeed.engine.guard.nonfinite)
        packing  old: flat.to(dtype) per bucket (new tensor)           new: copy_ into a kept buffer
   2. the whole hook call, acspeed's against torch's, in a one-rank gloo group (its collectives cost
      next to nothing, so what is left is the hook path: packing, division, Python per bucket, the
@@ -58,14 +58,14 @@ def _report(record: dict, key: str, samples: dict, old_name: str, new_name: str)
 
 
 def pieces(record: dict, flats, pairs: int) -> None:
-    from acspeed.engine.state import _nonfinite  # noqa: PLC0415
+    from acspeed.engine.guard import nonfinite  # noqa: PLC0415
     print("1. old engine vs current, per step (thread CPU time):")
     for dtype in (torch.float16, torch.bfloat16):
         name = str(dtype).replace("torch.", "")
         packed = [flat.to(dtype) for flat in flats]
         kept = [torch.empty_like(p) for p in packed]
         guard = _alternate(pairs, lambda: [bool(torch.isfinite(p).all()) for p in packed],
-                           lambda: [_nonfinite(p) for p in packed], time.thread_time)
+                           lambda: [nonfinite(p) for p in packed], time.thread_time)
         _report(record, f"guard/{name}", guard, "old isfinite().all()", "new aminmax")
         packing = _alternate(pairs, lambda: [flat.to(dtype) for flat in flats],
                              lambda: [k.copy_(flat) for k, flat in zip(kept, flats)], time.thread_time)

@@ -652,6 +652,32 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
                        "log": captured.take()}
     del ddp
 
+    # A config replaced between steps (the seam for tuning inside a live job), handed over in the
+    # middle of step 1: step 1 ends with the old compression, step 2 starts with the new one.
+    ddp = acspeed.apply.wrap(make_model(), config(streams=2, bucket_cap_mb=0.001, compression="fp16"))
+    state = acspeed._patch.state_of(ddp)
+    uncompressed, _ = acspeed._runtime.core().CommConfig.from_json(config(streams=2, bucket_cap_mb=0.001))
+    more_lanes, _ = acspeed._runtime.core().CommConfig.from_json(config(streams=3, bucket_cap_mb=0.001))
+    try:
+        state.replace_config(more_lanes)
+        refused = "no error"
+    except ValueError as error:
+        refused = str(error)
+    seen = []
+
+    class Switching(CountingObserver):
+        def bucket_launched(self, index, nbytes):
+            step = sum(1 for _, i, _ in seen if i == 0) + (index == 0) - 1
+            seen.append((step, index, state.config.compression))
+            if (step, index) == (1, 1):
+                state.replace_config(uncompressed)
+
+    acspeed._patch.attach_observer(ddp, Switching())
+    train(ddp, rank, steps=3)
+    out["replace"] = {"refused": refused, "seen": seen}
+    del ddp
+    captured.take()
+
     # fp16 compression meets an overflow (1e6 > 65504) on rank 1 at step 2, with a CPU GradScaler.
     # Guard on (the user says there is no scaler): that bucket is re-sent uncompressed, the scaler sees
     # finite gradients and keeps its scale. Scaler in use (detected: it scaled the loss): nothing is

@@ -73,7 +73,7 @@ def test_the_hook_asks_the_runtimes_tables_what_each_algorithm_and_compression_i
     what to do (a new compression is a row there and its own module here)."""
     import torch  # noqa: PLC0415
 
-    from acspeed.engine import algorithms, state  # noqa: PLC0415
+    from acspeed.engine import algorithms, cast, compressor  # noqa: PLC0415
     assert list(core.COMPRESSIONS) == ["none", "fp16", "bf16", "powersgd"]
     assert set(core.ALGORITHMS) == set(algorithms.ALGORITHMS)
     assert [name for name, a in algorithms.ALGORITHMS.items() if a.by_node] == ["hierarchical"]
@@ -86,8 +86,15 @@ def test_the_hook_asks_the_runtimes_tables_what_each_algorithm_and_compression_i
     fp16, _ = core.CommConfig.from_json('{"version": 2, "compression": "fp16"}')
     bf16, _ = core.CommConfig.from_json('{"version": 2, "compression": "bf16"}')
     psgd, _ = core.CommConfig.from_json('{"version": 2, "compression": "powersgd"}')
-    assert (state._wire_dtype(fp16), state._wire_dtype(bf16), state._wire_dtype(psgd)) == \
+    assert (cast.wire_dtype(fp16), cast.wire_dtype(bf16), cast.wire_dtype(psgd)) == \
         (torch.float16, torch.bfloat16, None)
+    # Every compression's wire form has a compressor (compressor.py's table), built from the config alone.
+    params = [torch.nn.Parameter(torch.zeros(3, 2))]
+    for name in core.COMPRESSIONS:
+        config, _ = core.CommConfig.from_json(f'{{"version": 2, "compression": "{name}"}}')
+        built = compressor.compressor_for(config, algorithms.ALGORITHMS["allreduce"], None, params)
+        assert isinstance(built, compressor.COMPRESSORS[config.compression_info.form]), name
+        assert built.wire_dtype == cast.wire_dtype(config) and built.begin_step() == (name in ("fp16", "bf16")), name
     assert psgd.compression_info.form == "low_rank" and psgd.compression_info.ranked
     assert psgd.compression_info.own_compute and psgd.compression_info.display_name == "PowerSGD"
     assert fp16.compression_info.form == "cast" and fp16.compression_info.cast_bytes == 2

@@ -74,6 +74,18 @@ def test_streams_above_the_cap_get_the_cap_and_one_warning(observed):
     assert len(warnings) == 1 and f"limit of {acspeed.engine.lanes.MAX_LANES} lanes" in warnings[0], warnings
 
 
+def test_a_replaced_config_takes_over_at_the_next_steps_first_bucket(observed):
+    for rank_seen in observed:
+        seen = rank_seen["replace"]
+        assert seen["refused"].startswith("replace_config: streams cannot change inside a live hook"), seen
+        compressions = {}
+        for step, _, compression in seen["seen"]:
+            compressions.setdefault(step, []).append(compression)
+        assert sorted(compressions) == [0, 1, 2], seen
+        assert len(compressions[1]) > 2, seen  # handed over at step 1's second bucket, of several
+        assert set(compressions[0]) == set(compressions[1]) == {"fp16"} and set(compressions[2]) == {"none"}, seen
+
+
 def test_guard_without_a_scaler_hides_the_overflow_and_with_one_lets_the_scaler_back_off(observed):
     for rank_seen in observed:
         guarded, scaled = rank_seen["scaler/guard_on"], rank_seen["scaler/scaler_detected"]

@@ -1,5 +1,5 @@
 """Records the loss trajectories of tests/tuner/fixtures/trajectories/test_models.json: the worker's own code
-(acspeed._worker.worker.Trainer._trajectory, on acspeed._worker.batches' synthetic teacher stream) on the test
+(acspeed._worker.convergence_guard.trajectory, on acspeed._worker.batches' synthetic teacher stream) on the test
 models, 2 ranks on gloo, one trajectory of --steps steps per numerics (uncompressed, fp16, PowerSGD
 ranks 1 and 4, compression from the first step). A trajectory of T steps is the prefix of a longer
 one (same weights, same batches), so the GoogleTest `Inflation.VerdictAndInflationAgreeAcross
@@ -25,7 +25,8 @@ CONFIGS = {"none": {"compression": "none"}, "fp16": {"compression": "fp16"},
 
 
 def _record(rank: int, world: int, args) -> dict:
-    from acspeed import _runtime, worker  # noqa: PLC0415 - after PYTHONPATH is set by the caller
+    from acspeed import _runtime  # noqa: PLC0415 - after PYTHONPATH is set by the caller
+    from acspeed._worker import convergence_guard, worker  # noqa: PLC0415
     group = dist.new_group(backend="gloo")
     out = {}
     for model in args.models.split(","):
@@ -35,7 +36,7 @@ def _record(rank: int, world: int, args) -> dict:
         for name in args.configs.split(","):
             fields = CONFIGS[name]
             config, _ = _runtime.core().CommConfig.from_json(json.dumps({"version": 2, **fields}))
-            out[f"{model} {name}"] = trainer._trajectory(config, group, args.steps)
+            out[f"{model} {name}"] = convergence_guard.trajectory(trainer, config, group, args.steps)
     return out
 
 

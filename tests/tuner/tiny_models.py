@@ -107,13 +107,13 @@ def faulty_mlp():
 def corrupt_compressed_buckets() -> None:
     """Patches this process's hook engine: every compressed bucket's result becomes seeded noise of
     its norm (the same on every rank). Also bench/compression/teacher.py's corrupted_task."""
-    import acspeed.engine.state as hooks  # noqa: PLC0415 - the worker's engine, patched in this process only
-    original = hooks.HookState._job
+    from acspeed.engine import cast  # noqa: PLC0415 - the worker's engine, patched in this process only
+    original = cast.Cast.plain_job
     calls = [0]
 
-    def corrupted(self, index, flat, lane, result, compress):
-        job = original(self, index, flat, lane, result, compress)
-        if not (compress and self.compression is not None):
+    def corrupted(self, hook, index, flat, lane, result, compress):
+        job = original(self, hook, index, flat, lane, result, compress)
+        if not (compress and self.wire_dtype is not None):
             return job
         finish = job.finish
         calls[0] += 1
@@ -129,7 +129,7 @@ def corrupt_compressed_buckets() -> None:
         job.finish = noisy
         return job
 
-    hooks.HookState._job = corrupted
+    cast.Cast.plain_job = corrupted
 
 
 def corrupting_mlp():

@@ -15,27 +15,12 @@ over ranks), the loss of every step (mean over ranks; same weights and batch eve
 trajectories of two configs are comparable), whether every loss stayed finite, and the probe
 breakdown (acspeed.probes) when the probes are built.
 
-A trial request may ask for a loss trajectory (`trajectory_steps` T > 0; the tuner asks once per
-numerics of a compressed config, and once uncompressed, see tuner/include/acspeed/tuner/convergence_guard.h): after
-the trial (and its fidelity window), the model gets its initial weights back and is wrapped again
-with the trial's config, compressing from the first step (PowerSGD's start step set to 0), and
-trains T steps on T distinct batches per rank (acspeed._worker.batches: `--data`, or a learnable synthetic
-stream), the same sequence for every trajectory; the loss of each step (mean over ranks) is
-reported as "trajectory". All batches are made when the workers start, before any trial.
-
-A trial request may ask for a gradient-fidelity window (`fidelity_steps` > 0; the tuner asks once per
-numerics of a compressed config, see tuner/include/acspeed/tuner/convergence_guard.h): after the timed steps, with the
-weights held still, the exact average of the local gradients is all-reduced once on the control
-group (the gradients taken under no_sync), then `fidelity_steps` synchronised steps (no optimizer
-step) give the compressed path's average of the same gradients; the window's sums (error feedback
-makes the compressed sum track the exact one) give the cosine similarity and the relative error of
-the norm that the tuner's convergence guard judges. PowerSGD's own compute time per step
-(acspeed.engine.powersgd) is reported as compression_s.
-
-Models: `--model NAME` is a torchvision classification model fed random images; `--model
-pkg.module:function` names a function returning (model, make_batch), where make_batch(batch_size)
-returns (inputs, targets). The loss is cross-entropy for integer targets, mean squared error
-otherwise.
+Every mode runs the one step loop (steps.py) with its own callback: the timed trial and the
+compute-only step (timing.py), and what a request may ask for the convergence guard
+(tuner/include/acspeed/tuner/convergence_guard.h), after the trial: a gradient-fidelity window
+(`fidelity_steps` > 0) and a loss trajectory (`trajectory_steps` T > 0, on the batches made when the
+workers start, batches.py), both in convergence_guard.py. PowerSGD's own compute time per step
+(acspeed.engine.powersgd) is reported as compression_s. Models: models.py.
 
 Any error in a trial is reported by rank 0 (when it is rank 0's) and ends the workers: a rank that
 failed inside a collective cannot rejoin the others, so the tuner records the trial as failed and
@@ -52,9 +37,7 @@ import argparse
 import collections
 import ctypes
 import faulthandler
-import importlib
 import json
-import math
 import os
 import signal
 import socket
@@ -65,8 +48,8 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from acspeed import _log, _patch, _probes, _runtime, _supported, share_gpus
-from acspeed._worker import batches, protocol
+from acspeed import _log, _patch, _runtime, _supported, share_gpus
+from acspeed._worker import batches, convergence_guard, models, protocol, steps, timing
 from acspeed.engine import powersgd
 
 _PR_SET_PDEATHSIG = 1
@@ -121,49 +104,6 @@ def _record_failure(prefix, rank: int, trial, error: str) -> None:
         json.dump(record, f)
 
 
-class ModelSpecError(ValueError):
-    """--model names nothing that can be built: a usage error for the tuner (exit 2)."""
-
-
-def _build_model(spec: str, image_size: int):
-    """(model, make_batch) for `--model`."""
-    if ":" in spec:
-        module_name, _, function_name = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ModelSpecError(f"--model '{spec}': cannot import {module_name} ({error})") from error
-        function = getattr(module, function_name, None)
-        if function is None:
-            raise ModelSpecError(f"--model '{spec}': module {module_name} has no function {function_name}")
-        built = function()
-        if not (isinstance(built, tuple) and len(built) == 2 and callable(built[1])):
-            raise ModelSpecError(f"--model '{spec}': the function must return (model, make_batch)")
-        return built
-    import torchvision  # noqa: PLC0415 - only torchvision models need it
-    names = torchvision.models.list_models(module=torchvision.models)
-    if spec not in names:
-        raise ModelSpecError(f"--model '{spec}' is not a torchvision classification model nor pkg.module:function "
-                         f"(accepted e.g.: {', '.join(n for n in names if n.startswith('resnet'))}, ...)")
-    model = torchvision.models.get_model(spec, weights=None, num_classes=1000)
-
-    def make_batch(batch_size):
-        generator = torch.Generator().manual_seed(1234 + dist.get_rank())
-        images = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
-        labels = torch.randint(0, 1000, (batch_size,), generator=generator)
-        return images, labels
-
-    return model, make_batch
-
-
-def _loss(output, target):
-    if isinstance(output, (tuple, list)):
-        output = output[0]
-    if not target.is_floating_point():
-        return torch.nn.functional.cross_entropy(output.float(), target)
-    return torch.nn.functional.mse_loss(output.float(), target.float())
-
-
 class Trainer:
     """One rank's model, batch and DDP wrapper; run() is one trial."""
 
@@ -173,8 +113,9 @@ class Trainer:
         import torch._dynamo  # noqa: F401, PLC0415
         self.device = device
         self.precision = args.precision
+        self.autocast = steps.autocast_for(args.precision, device)
         self.batch_size = args.batch_size
-        model, make_batch = _build_model(args.model, args.image_size)
+        model, make_batch = models.build_model(args.model, args.image_size)
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
         self.model = model.to(device=device, dtype=dtype) if dtype else model.to(device)
         # Every batch of the trials and trajectories, made now (acspeed._worker.batches), on the CPU; the
@@ -195,7 +136,7 @@ class Trainer:
         inputs, targets = cast(first)
         self.inputs, self.targets = inputs.to(device), targets.to(device)
         if args.data:
-            batches.check_model_fits(args.data, self.model, (self.inputs, self.targets), _loss)
+            batches.check_model_fits(args.data, self.model, (self.inputs, self.targets), steps.loss_of)
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.ddp = None
         self.probe = None
@@ -209,13 +150,9 @@ class Trainer:
     def params(self):
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def _autocast(self):
-        if self.precision != "amp":
-            return torch.autocast(self.device.type, enabled=False)
-        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
-        return torch.autocast(self.device.type, dtype=dtype)
-
-    def _rewrap(self, config, mode: str) -> float:
+    def rewrap(self, config, mode: str) -> float:
+        """The initial weights back, then the model wrapped for `mode` (ddp, hooked: acspeed's hook
+        even where the config needs none; compute: no DDP). Returns the seconds it took."""
         from acspeed import apply  # noqa: PLC0415 - imports the DDP patch; the worker is its only caller here
         if self.probe is not None:
             self.probe.close()
@@ -239,138 +176,22 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _fidelity(self, scaler, control_group, steps: int) -> dict:
-        """The gradient-fidelity window: `steps` synchronised steps on held weights (so every step's
-        local gradients are the same) against the exact average of those gradients."""
-        world = dist.get_world_size()
-        self.ddp.zero_grad(set_to_none=True)
-        with self.ddp.no_sync(), self._autocast():
-            scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
-        exact = torch.cat([p.grad.detach().flatten().double() for p in self.params() if p.grad is not None]).cpu()
-        dist.all_reduce(exact, group=control_group)
-        exact /= world
-        compressed_sum = None
-        cosines = []
-        for _ in range(steps):
-            self.ddp.zero_grad(set_to_none=True)
-            with self._autocast():
-                scaler.scale(_loss(self.ddp(self.inputs), self.targets)).backward()
-            compressed = torch.cat([p.grad.detach().flatten().double() for p in self.params()
-                                    if p.grad is not None]).cpu()  # still scaled, as `exact`
-            cosines.append(float(torch.nn.functional.cosine_similarity(compressed, exact, dim=0)))
-            compressed_sum = compressed if compressed_sum is None else compressed_sum + compressed
-        exact_sum_norm = float(exact.norm()) * steps
-        return {"fidelity_cosine": float(torch.nn.functional.cosine_similarity(compressed_sum, exact, dim=0)),
-                "fidelity_norm_error": abs(float(compressed_sum.norm()) - exact_sum_norm) / max(exact_sum_norm, 1e-300),
-                "fidelity_step_cosine_min": min(cosines), "fidelity_steps": steps}
-
-    def _trajectory(self, config, control_group, steps: int):
-        """The loss trajectory (mean over ranks per step) of `steps` steps on the batch stream from the
-        initial weights with `config` (a CommConfig), compressing from the first step; None when a
-        loss became NaN/Inf."""
-        if config.compression_info.ranked and config.powersgd_start_step != 0:
-            fields = json.loads(config.to_json())
-            fields["powersgd_start_step"] = 0
-            config, _ = _runtime.core().CommConfig.from_json(json.dumps(fields))
-        self._rewrap(config, "ddp")
-        optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
-        scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
-        losses = []
-        for inputs, targets in self.stream[:steps]:
-            inputs, targets = inputs.to(self.device), targets.to(self.device)
-            optimizer.zero_grad(set_to_none=True)
-            with self._autocast():
-                loss = _loss(self.ddp(inputs), targets)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            losses.append(float(loss.detach()))
-        trajectory = torch.tensor(losses, dtype=torch.float64)
-        finite = torch.tensor([1.0 if all(math.isfinite(x) for x in losses) else 0.0], dtype=torch.float64)
-        dist.all_reduce(trajectory, op=dist.ReduceOp.SUM, group=control_group)
-        dist.all_reduce(finite, op=dist.ReduceOp.MIN, group=control_group)
-        return (trajectory / dist.get_world_size()).tolist() if finite.item() > 0 else None
-
     def run(self, request: dict, control_group) -> dict:
+        """One trial: the timed steps, then the convergence guard's fidelity window and trajectory
+        when the request asks for them (convergence_guard.py)."""
         config = _trial_config(request)
         mode = request.get("mode", "ddp")
         if mode not in ("ddp", "compute", "hooked"):
             raise ValueError(f"trial mode '{mode}' is not one of ddp, compute, hooked")
-        rebuild_s = self._rewrap(config, mode)
+        rebuild_s = self.rewrap(config, mode)
         if mode == "compute":
-            return self._run_compute_only(request, control_group, rebuild_s)
-        optimizer = torch.optim.SGD(self.ddp.parameters(), lr=0.01, momentum=0.9)
-        scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
-        warmup, steps = int(request["warmup"]), int(request["steps"])
-        if config.compression_info.ranked:  # uncompressed before its start step: time compressed steps
-            warmup = max(warmup, config.powersgd_start_step + 2)
-        times, losses = [], []
-        cores = sorted(os.sched_getaffinity(0))
-        busy_start = None
-        for index in range(warmup + steps):
-            timed = index >= warmup
-            if timed and index == warmup and self.probe is not None:
-                self.probe.reset()
-            self._sync()
-            if timed and index == warmup and self.device.type == "cpu":
-                busy_start = _probes.cores_busy_seconds(cores)
-            start = time.perf_counter()
-            if timed and self.probe is not None:
-                self.probe.step_begin()
-            optimizer.zero_grad(set_to_none=True)
-            with self._autocast():
-                loss = _loss(self.ddp(self.inputs), self.targets)
-            scaler.scale(loss).backward()
-            if timed and self.probe is not None:
-                self.probe.backward_end()
-            scaler.step(optimizer)
-            scaler.update()
-            if timed and self.probe is not None:
-                self.probe.step_end()
-            self._sync()
-            if timed:
-                times.append(time.perf_counter() - start)
-            losses.append(float(loss.detach()))
-        busy_end = _probes.cores_busy_seconds(cores) if busy_start is not None else None
-        world = dist.get_world_size()
-        step_times = torch.tensor(times, dtype=torch.float64)
-        dist.all_reduce(step_times, op=dist.ReduceOp.MAX, group=control_group)
-        # The CPU floor: busy seconds of this rank's cores per timed step, over their count (cpu_busy.h);
-        # the worst rank's. -1: not measured (every rank alike): /proc/stat not readable, or a GPU job,
-        # where the host thread's spin-wait in synchronisation would count as busy.
-        floor = torch.tensor([(busy_end - busy_start) / steps / len(cores) if busy_end is not None and steps else -1.0],
-                             dtype=torch.float64)
-        dist.all_reduce(floor, op=dist.ReduceOp.MAX, group=control_group)
-        finite = all(math.isfinite(x) for x in losses)
-        trajectory = torch.tensor(losses, dtype=torch.float64)
-        flags = torch.tensor([1.0 if finite else 0.0], dtype=torch.float64)
-        dist.all_reduce(trajectory, op=dist.ReduceOp.SUM, group=control_group)
-        dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=control_group)
-        trajectory /= world
-        result = protocol.result(request["id"], step_times_s=step_times.tolist(), loss_first=trajectory[0].item(),
-                                 loss=trajectory[-1].item(), losses=trajectory.tolist(), warmup_steps=warmup,
-                                 finite=bool(flags[0].item() > 0), rebuild_s=rebuild_s)
-        if floor.item() >= 0:
-            result["cpu_floor_s"] = floor.item()
-        state = _patch.state_of(self.ddp)
-        if state is not None and state.powersgd is not None:
-            timed_compute = state.powersgd.compute_s[-steps:]
-            cost = torch.tensor([sorted(timed_compute)[len(timed_compute) // 2] if timed_compute else 0.0],
-                                dtype=torch.float64)
-            dist.all_reduce(cost, op=dist.ReduceOp.MAX, group=control_group)
-            result["compression_s"] = cost.item()
-        if self.probe is not None:
-            summary = self.probe.summary([50.0], group=control_group)
-            row = summary["rows"][0]
-            result.update(compute_s=row["compute_s"], comm_s=row["comm_s"],
-                          exposed_comm_s=row["exposed_comm_s"], probe=self.probe_name)
-            if summary["buckets"]:  # acspeed's hook reported its buckets: what the step model needs
-                result.update(bucket_count=len(summary["buckets"]),
-                              bucket_bytes=sum(b["bytes"] for b in summary["buckets"]))
+            return timing.compute_only(self, request, control_group, rebuild_s)
+        optimizer, scaler = steps.training(self.ddp.parameters(), self.precision, self.device)
+        result = timing.timed(self, request, config, optimizer, scaler, control_group, rebuild_s)
         fidelity_steps = int(request.get("fidelity_steps", 0))
         if fidelity_steps > 0 and config.compression_info.changes_numerics and result["finite"]:
             start = time.perf_counter()
-            result.update(self._fidelity(scaler, control_group, fidelity_steps))
+            result.update(convergence_guard.fidelity(self, scaler, control_group, fidelity_steps))
             result["fidelity_s"] = time.perf_counter() - start
         trajectory_steps = int(request.get("trajectory_steps", 0))
         if trajectory_steps > len(self.stream):
@@ -378,53 +199,16 @@ class Trainer:
                              f"batches (--trajectory-steps)")
         if trajectory_steps > 0 and result["finite"]:
             start = time.perf_counter()
-            trajectory = self._trajectory(config, control_group, trajectory_steps)
+            trajectory = convergence_guard.trajectory(self, config, control_group, trajectory_steps)
             result["trajectory_s"] = time.perf_counter() - start
             if trajectory is None:  # JSON has no NaN
                 result["trajectory_finite"] = False
             else:
                 result["trajectory"] = trajectory
         if not result["finite"]:  # JSON has no NaN: the flag says it, the values are dropped
-            result.pop("loss_first")
-            result.pop("loss")
-            result.pop("losses")
+            for key in ("loss_first", "loss", "losses"):
+                result.pop(key)
         return result
-
-
-    def _run_compute_only(self, request: dict, control_group, rebuild_s: float) -> dict:
-        """The compute-only step of the step model: forward, backward and the optimizer on the bare
-        model, no DDP and no communication, each phase timed (on a GPU the device is synchronized
-        around each phase; the phases are timed on every rank and combined as the max over ranks)."""
-        optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-        scaler = torch.amp.GradScaler(enabled=self.precision == "amp" and self.device.type == "cuda")
-        warmup, steps = int(request["warmup"]), int(request["steps"])
-        phases, losses = [], []
-        for index in range(warmup + steps):
-            self._sync()
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            with self._autocast():
-                loss = _loss(self.model(self.inputs), self.targets)
-            self._sync()
-            forward_end = time.perf_counter()
-            scaler.scale(loss).backward()
-            self._sync()
-            backward_end = time.perf_counter()
-            scaler.step(optimizer)
-            scaler.update()
-            self._sync()
-            end = time.perf_counter()
-            if index >= warmup:
-                phases.append([end - start, forward_end - start, end - backward_end])
-            losses.append(float(loss.detach()))
-        table = torch.tensor(phases, dtype=torch.float64)
-        dist.all_reduce(table, op=dist.ReduceOp.MAX, group=control_group)
-        finite = torch.tensor([1.0 if all(math.isfinite(x) for x in losses) else 0.0], dtype=torch.float64)
-        dist.all_reduce(finite, op=dist.ReduceOp.MIN, group=control_group)
-        self.model.load_state_dict(self.initial_state)
-        return protocol.result(request["id"], step_times_s=table[:, 0].tolist(), finite=bool(finite[0].item() > 0),
-                               rebuild_s=rebuild_s, forward_s=table[:, 1].quantile(0.5).item(),
-                               optimizer_s=table[:, 2].quantile(0.5).item())
 
 
 class Control:
@@ -499,7 +283,7 @@ def main(argv=None) -> int:
         print(f"{_MODULE} rank {rank}: setup failed: {_error_text(error)}\n{traceback.format_exc()}",
               file=sys.stderr, flush=True)
         if control is not None:
-            usage = isinstance(error, (ModelSpecError, batches.DataSpecError))
+            usage = isinstance(error, (models.ModelSpecError, batches.DataSpecError))
             control.send(protocol.fatal(str(error) if usage else _error_text(error), usage))
         return 1
     if control is not None:

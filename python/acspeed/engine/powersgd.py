@@ -56,8 +56,11 @@ import zlib
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
+import torch.distributed as dist
 
 from .. import _log
+from .guard import Guarded, nonfinite
+from .issue import Job
 
 STATE_VERSION = 1
 # Each matrix's M, P^T and Q^T start at a multiple of this many elements (64 bytes in fp32) in their
@@ -248,17 +251,33 @@ Phases = List[Optional[Callable[[object], object]]]
 Decompress = Callable[[bool], Optional[torch.Tensor]]
 
 
-def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, coll, algorithm, world_size: int,
-         scratch_get: Callable[..., torch.Tensor], my_rank: int, leader: int,
-         nonfinite: Callable[[torch.Tensor], torch.Tensor]) -> Tuple[Phases, Decompress]:
+@dataclasses.dataclass
+class PlanOptions:
+    """One compressed bucket, as plan() needs it."""
+    psgd: PowerSgd                 # the model's factors and residuals on this rank
+    index: int                     # the bucket's index
+    flat: torch.Tensor             # the bucket: this rank's undivided gradients
+    layout: Layout                 # where its gradients lie (Layout.of)
+    lane: object                   # the lane it goes to (lanes.py)
+    collectives: object            # the backend's collectives (collectives.py)
+    algorithm: object              # the config's algorithm (algorithms.py)
+    world_size: int                # ranks in the DDP group
+    scratch: Callable[..., torch.Tensor]  # (bucket index, role, numel, dtype) -> a buffer reused across steps
+    my_rank: int                   # this rank's global rank
+    leader: int                    # hierarchical only: the global rank that takes part in the inter-node
+                                   # step for this rank's node (the flat algorithms: my_rank)
+
+
+def plan(opts: PlanOptions) -> Tuple[Phases, Decompress]:
     """The phases of one compressed bucket and its finish, decompress(keep_raw) (the decompression
     into `flat` and the state's update, see "Non-finite gradients" above), which returns the
     bucket's verdict: a 0-d bool tensor, true when the reduced factors or 1-D sums hold NaN/Inf
-    (None on a rank that computed nothing, and on a second call). `flat` holds this rank's undivided
-    gradients; after finish it holds the averaged approximation, or, when the verdict is bad and
-    keep_raw is true, still the raw gradients. `leader`: hierarchical only, the global rank that
-    takes part in the inter-node step for this rank's node (every rank: itself for the flat
-    algorithms). `nonfinite(tensor)`: the 0-d NaN/Inf flag of a tensor (the hook's guard's)."""
+    (None on a rank that computed nothing, and on a second call). After finish `flat` holds the
+    averaged approximation, or, when the verdict is bad and keep_raw is true, still the raw
+    gradients."""
+    psgd, index, flat, layout, lane = opts.psgd, opts.index, opts.flat, opts.layout, opts.lane
+    coll, algorithm, world_size, scratch_get = opts.collectives, opts.algorithm, opts.world_size, opts.scratch
+    my_rank, leader = opts.my_rank, opts.leader
     hierarchical = algorithm.by_node
     # The ranks that factor (see "hierarchical" above): every rank, or the nodes' leaders.
     factoring = psgd.nodes if hierarchical else world_size
@@ -371,3 +390,78 @@ def plan(psgd: PowerSgd, index: int, flat: torch.Tensor, layout: Layout, lane, c
     else:
         phases = [reduce_to_leader, None, None, None, broadcast]
     return phases, decompress
+
+
+class LowRank:
+    """PowerSGD as the hook's compressor (compressor.py, wire form low_rank): from the start step, a
+    bucket holding gradient matrices is reduced as factors through plan(); every other bucket takes
+    the plain path, in this compressor's lane slots (roles, plain_phases)."""
+
+    wire_dtype = None
+
+    def __init__(self, psgd: PowerSgd):
+        self.state = psgd
+
+    @classmethod
+    def create(cls, config, algorithm, topology, params) -> "LowRank":
+        if not any(p.dim() >= 2 for p in params):
+            _log.info("compression powersgd: every gradient of this model is 1-D (biases, norms), so there is "
+                      "nothing to factor: they are reduced uncompressed",
+                      once=("powersgd-all-1d", id(params[0]) if params else 0))
+        return cls(PowerSgd(config.powersgd_rank, config.powersgd_start_step,
+                            len(topology.nodes) if topology is not None else 1))
+
+    def roles(self, algorithm) -> Tuple[str, ...]:
+        return roles(algorithm)
+
+    def place(self, algorithm, phases: list) -> list:
+        return plain_phases(algorithm, phases)
+
+    def begin_step(self) -> bool:
+        return self.state.active()
+
+    def end_step(self, compressed: bool) -> None:
+        self.state.end_step(compressed)
+
+    def job(self, hook, index: int, bucket, flat: torch.Tensor, lane, result) -> Optional[Job]:
+        """The bucket's compressed reduction, or None when it takes the plain path: no gradient of
+        two or more dimensions in it, or (hierarchical) no inter-node step to compress."""
+        psgd, algorithm = self.state, hook.algorithm
+        if algorithm.by_node and psgd.nodes < 2:
+            return None
+        layout = Layout.of([(hook.param_names.get(id(p), f"bucket{index}.{k}"), tuple(p.shape))
+                            for k, p in enumerate(bucket.parameters())], psgd.rank)
+        if not layout.matrices:
+            return None
+        if layout.numel != flat.numel():
+            _log.warn(f"PowerSGD: bucket {index}'s buffer ({flat.numel()} elements) is not its gradients laid end "
+                      "to end: it is reduced uncompressed", once=("powersgd-layout", id(hook), index))
+            return None
+        me = dist.get_rank()
+        leader = me
+        if algorithm.by_node:
+            if lane.leader is not None:
+                leader = lane.leader
+            elif lane.intra is not None:
+                leader = dist.get_global_rank(lane.intra, 0)
+
+        def scratch(bucket_index, role, numel, dtype):
+            return hook.scratch.get(bucket_index, role, numel, dtype, flat.device)
+
+        phases, decompress = plan(PlanOptions(psgd=psgd, index=index, flat=flat, layout=layout, lane=lane,
+                                              collectives=hook.collectives, algorithm=algorithm,
+                                              world_size=hook.world_size, scratch=scratch, my_rank=me, leader=leader))
+        psgd.compressed_buckets += 1
+        # The guard (no GradScaler): a bucket whose factors are not finite keeps its raw gradients and is
+        # reduced again uncompressed. Not for hierarchical: its intra-node reduce consumed the raw gradients.
+        guarded = Guarded(job=None, flat=flat, unpack=lambda: None) \
+            if hook.guarding and not algorithm.by_node else None
+
+        def finish() -> Optional[torch.Tensor]:
+            bad = decompress(guarded is not None)
+            if guarded is not None and guarded.hold(bad):
+                return None
+            return hook.completed(index, flat)
+
+        return hook.guarded_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                                    delay_s=hook.test_delays.get(lane.index, 0.0)), guarded)

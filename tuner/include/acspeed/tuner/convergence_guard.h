@@ -2,7 +2,7 @@
 // A config is judged on two pieces of evidence its trial measured, each against a stated threshold:
 //
 //  (a) gradient fidelity: a window of kFidelitySteps check steps after the timed ones
-//      (python/acspeed/_worker/worker.py), with the weights held still: the exact average of the local
+//      (python/acspeed/_worker/convergence_guard.py), with the weights held still: the exact average of the local
 //      gradients (all-reduced without compression) against the compressed path's average of the same
 //      gradients on each step, summed over the window. Error feedback makes the compressed sum track
 //      the exact one: what one step leaves out is carried into the next, so the window's error is
