@@ -124,7 +124,7 @@ def steady_warmup(warmup: int, given: bool, start_step: int, steps: int):
 
 def machines(world_size: int) -> int:
     """The "NM" of the output line, counted in the order of acspeed's node-count rule
-    (runtime/node_count.h); a copy of its own, as the script must run with `import acspeed` commented out."""
+    (runtime/include/acspeed/node_count.h); a copy of its own, as the script must run with `import acspeed` commented out."""
     for name in ("NNODES", "GROUP_WORLD_SIZE"):
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])

@@ -116,7 +116,7 @@ def _record(rank: int, world: int, args) -> dict:
         trainer.rewrap(config, "ddp")
         optimizer, _ = steps.training(trainer.ddp.parameters(), "fp32", torch.device("cpu"))  # the worker's
         train, held = [], []
-        for inputs, targets in trainer.stream[:args.long_steps]:
+        for inputs, targets in trainer.batches[:args.long_steps]:
             held.append(held_out_loss())  # the weights the step's loss is taken at
             optimizer.zero_grad(set_to_none=True)
             loss = torch.nn.functional.cross_entropy(trainer.ddp(inputs), targets)

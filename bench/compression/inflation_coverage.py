@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Coverage of the step inflation's 95% interval (tuner/inflation.h) on synthetic loss curves whose
+"""Coverage of the step inflation's 95% interval (tuner/include/acspeed/tuner/inflation.h) on synthetic loss curves whose
 inflation is known, through `acspeed-tune inflation --json` (the tuner's own code).
 
 Each replicate: T steps of a reference curve 0.3 + 2 exp(-t / 20) and of the compressed run, the

@@ -1,5 +1,5 @@
 """Overhead of the step probe: DDP step time with StepProbe on vs off, as a ratio with its 95%
-confidence interval over alternated pairs (DESIGN.md, Statistics).
+confidence interval over alternated pairs (the tuner's rule, tuner/src/decision_rule.h).
 
 Run under torchrun (gloo on CPU, NCCL on GPU), e.g.
     ACSPEED_DISABLE=1 PYTHONPATH=python python -m torch.distributed.run --nproc_per_node 2 \

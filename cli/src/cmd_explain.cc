@@ -19,7 +19,7 @@ namespace {
 
 std::string or_none(const std::string& version) { return version.empty() ? "none" : version; }
 
-// The step model of the decision's session (tuner/step_model.h) for what would be applied.
+// The step model of the decision's session (tuner/include/acspeed/tuner/step_model.h) for what would be applied.
 void explain_prediction(const GlobalOptions& global, const Resolution& r) {
   if (!r.decision || !r.decision->session_id) {
     fmt::print("step model: no tuning session behind this config: no predicted step time\n");

@@ -1,6 +1,6 @@
 // acspeed-tune inflation COMPRESSED REFERENCE [--steps T] [--seed N] [--json]
-// The convergence guard's loss check (tuner/convergence_guard.h) and the step inflation
-// (tuner/inflation.h) on two loss curves the user recorded: the rule the tuner applies to its own
+// The convergence guard's loss check (tuner/include/acspeed/tuner/convergence_guard.h) and the step inflation
+// (tuner/include/acspeed/tuner/inflation.h) on two loss curves the user recorded: the rule the tuner applies to its own
 // trajectories, for any two runs on the same batches from the same weights, e.g. long runs with and
 // without compression. Reads only.
 #include <algorithm>

@@ -1,7 +1,7 @@
 // acspeed-tune predict (--session ID | --latest) [--link RATE,...] [--nnodes N,...] [--nproc-per-node N] [--json]
-// What the session's step model (tuner/step_model.h) predicts for DDP's defaults and each measured
+// What the session's step model (tuner/include/acspeed/tuner/step_model.h) predicts for DDP's defaults and each measured
 // config on other link rates and node counts: one table with units in the header, or versioned JSON.
-// The link is fitted per flow count (tuner/flows.h); a config of a flow count the session never ran is
+// The link is fitted per flow count (tuner/include/acspeed/tuner/flows.h); a config of a flow count the session never ran is
 // not predicted (a note says so).
 // Reads only. What the session cannot predict is said, never filled with a number.
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 // acspeed-tune tune (the default command): parses the options into tuner::TuneOptions, with this
-// machine's defaults (tuner/defaults.h: smaller on a CPU-only machine, announced), and runs the
+// machine's defaults (tuner/include/acspeed/tuner/defaults.h: smaller on a CPU-only machine, announced), and runs the
 // session (acspeed/tuner/session.h) with the progress display as its observer.
 //
 //   acspeed-tune --model resnet50 --precision amp --nproc-per-node 8 [--nnodes 2 --node-rank R
@@ -76,7 +76,7 @@ po::options_description tune_options() {
        "batch_size) and returning an iterable of (inputs, targets) torch tensors (batch_size rows; targets: integer "
        "class indices, or floats of the model output's shape): the batches of the trials, the gradient-fidelity "
        "window and, with --compression, the convergence guard's trajectories (its first T items). Default: the "
-       "model's make_batch, and a synthetic stream with labels from a fixed random teacher for the trajectories")
+       "model's make_batch, and synthetic batches with labels from a fixed random teacher for the trajectories")
       ("trajectory-steps", po::value<std::string>(), "compression: steps T of the convergence guard's loss "
        "trajectories, one compressed per numerics and one uncompressed, apart from the timed steps (default 120)")
       ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")

@@ -86,7 +86,7 @@ def _patch_grad_scaler() -> None:
 
 
 # DDP model -> its HookState. Not an attribute of the model: DDP pickles its __dict__ (deepcopy,
-# torch.save), and a copy must hold no process group, lock or stream of acspeed's (README.md,
+# torch.save), and a copy must hold no process group, lock or CUDA stream of acspeed's (README.md,
 # "DDP's own code paths").
 _STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

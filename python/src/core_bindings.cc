@@ -66,7 +66,7 @@ py::dict fingerprint_dict(const std::string& torch_version) {
   return out;
 }
 
-// The online tuner for a job (tuner/online.h): its space from the DDP arguments the user passed
+// The online tuner for a job (tuner/include/acspeed/tuner/online.h): its space from the DDP arguments the user passed
 // (JSON text, by the knob rows' ddp_argument names) and the ACSPEED_* pins; the step model of a
 // stored session orders its candidates when `store_path` names a store that has one.
 std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arguments, int nnodes, bool gpu,
@@ -175,7 +175,7 @@ PYBIND11_MODULE(_core, m) {
       .def(py::pickle([](const CommConfig& c) { return config_to_json(c); },
                       [](const std::string& text) { return config_from_json(text); }));
   m.attr("PRECISIONS") = py::tuple(py::cast(precision_names()));
-  py::class_<tuner::Knob>(m, "Knob", "A search knob's row (tuner/knobs.h), read-only.")
+  py::class_<tuner::Knob>(m, "Knob", "A search knob's row (tuner/include/acspeed/tuner/knobs.h), read-only.")
       .def_readonly("name", &tuner::Knob::name)
       .def_readonly("switchable", &tuner::Knob::switchable)
       .def_readonly("before_communicator", &tuner::Knob::before_communicator)
@@ -186,7 +186,7 @@ PYBIND11_MODULE(_core, m) {
     knob_table[i] = py::cast(&tuner::knobs()[i], py::return_value_policy::reference);
   }
   m.attr("KNOBS") = knob_table;
-  py::class_<tuner::WindowPlan>(m, "OnlineWindow", "What window k of online tuning runs (tuner/online.h).")
+  py::class_<tuner::WindowPlan>(m, "OnlineWindow", "What window k of online tuning runs (tuner/include/acspeed/tuner/online.h).")
       .def_readonly("index", &tuner::WindowPlan::index)
       .def_readonly("ordinal", &tuner::WindowPlan::ordinal)
       .def_readonly("config", &tuner::WindowPlan::config)
@@ -197,7 +197,7 @@ PYBIND11_MODULE(_core, m) {
       })
       .def_readonly("settled", &tuner::WindowPlan::settled);
   py::class_<tuner::OnlineTuner>(m, "OnlineTuner",
-                                 "The push-driven online tuner (tuner/online.h): window(k) -> its plan; "
+                                 "The push-driven online tuner (tuner/include/acspeed/tuner/online.h): window(k) -> its plan; "
                                  "push(k, step_times_s) after it ran; settled; decision; evidence().")
       .def(py::init(&make_online_tuner), py::arg("ddp_arguments") = "{}", py::arg("nnodes") = 1,
            py::arg("gpu") = false, py::arg("world_size") = 0, py::arg("seed") = 0, py::arg("store_path") = "",

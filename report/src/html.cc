@@ -1,9 +1,10 @@
 // The HTML report: one self-contained page (inline CSS, inline SVG drawn here, no script, nothing
 // fetched at view time) with the Markdown report's content, the decision and its evidence in words
-// first, then the plots, the trials and the settings. The plots: throughput against
-// bucket size per algorithm/streams, the step-time distribution of the best configuration vs the
-// baseline, and the compute / exposed-communication breakdown per trial. Every string that comes
-// from the store goes through escape_markup().
+// first, then the plots, the trials and the settings. The five plots: throughput against bucket
+// size per algorithm/streams, the step-time distribution of the best configuration vs the
+// baseline, the compute / exposed-communication breakdown per trial, each trial's steps against the
+// step model's bound, and the loss trajectories the convergence guard compared. Every string that
+// comes from the store goes through escape_markup().
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -85,7 +85,7 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"metrics", column(r.metrics_json)}};
 }
 
-// Step speedup, inflation and effective speedup side by side (tuner/effective_speedup.h); null for
+// Step speedup, inflation and effective speedup side by side (tuner/include/acspeed/tuner/effective_speedup.h); null for
 // a decision stored without them.
 json speedups_json(const Decision& d) {
   const auto speedups = tuner::speedups_of_evidence(d.evidence_json);
@@ -115,7 +115,7 @@ json decision_json(const Report& r) {
           {"created_at", d.created_at}};
 }
 
-// The step model's calibration (tuner/step_model.h), or why there is none.
+// The step model's calibration (tuner/include/acspeed/tuner/step_model.h), or why there is none.
 json model_json(const Report& r) {
   const auto& m = r.model;
   const tuner::LinkFit* defaults = tuner::link_fit_for(m, CommConfig{});  // DDP's defaults' flow count

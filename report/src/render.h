@@ -37,7 +37,7 @@ std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf
 // The convergence guard's verdict on a compressed trial: "pass (cos 0.998, norm err 0.004; loss +0.0044, allowed 0.0704)",
 // "fail (...)", or "-" when it was not judged.
 std::string format_guard(const TrialSummary& trial);
-// The trial's speedup over the baseline divided by its step inflation (tuner/inflation.h; 1 when it
+// The trial's speedup over the baseline divided by its step inflation (tuner/include/acspeed/tuner/inflation.h; 1 when it
 // changes no numerics); nullopt without a speedup or with an infinite or unmeasurable inflation.
 std::optional<double> effective_speedup_vs_baseline(const TrialSummary& trial);
 // The decision and its evidence in sentences (its speedup and interval, what it was tuned under,

@@ -67,7 +67,7 @@ const std::vector<TrialColumn>& trial_columns() {
        }},
       {"speedup_vs_baseline_x", "Speedup vs baseline", K::kSpeedup, kInAll,
        [](R, T t) -> CellValue { return t.speedup_vs_baseline; }},
-      // Step inflation (tuner/inflation.h) and speedup / inflation, beside the step speedup.
+      // Step inflation (tuner/include/acspeed/tuner/inflation.h) and speedup / inflation, beside the step speedup.
       {"inflation_x", "Inflation", K::kRatio, kInCsv,
        [](R, T t) -> CellValue {
          const auto& i = t.metrics.inflation;

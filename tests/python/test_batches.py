@@ -1,5 +1,5 @@
 """acspeed._worker.batches: the user's --data function checked before any trial (each bad input a clear error
-naming the function and what was expected), and the learnable synthetic stream the convergence
+naming the function and what was expected), and the learnable sequence of synthetic batches the convergence
 guard's trajectories train on without --data."""
 import sys
 import types

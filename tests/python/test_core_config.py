@@ -77,7 +77,7 @@ def test_the_hook_asks_the_runtimes_tables_what_each_algorithm_and_compression_i
     assert list(core.COMPRESSIONS) == ["none", "fp16", "bf16", "powersgd"]
     assert set(core.ALGORITHMS) == set(algorithms.ALGORITHMS)
     assert [name for name, a in algorithms.ALGORITHMS.items() if a.by_node] == ["hierarchical"]
-    for name, algorithm in algorithms.ALGORITHMS.items():  # the tuner's flow count (tuner/flows.h) reads the row
+    for name, algorithm in algorithms.ALGORITHMS.items():  # the tuner's flow count (tuner/include/acspeed/tuner/flows.h) reads the row
         assert core.ALGORITHMS[name].crossing_phases == sum(role != "intra" for role in algorithm.roles), name
     for name, info in core.COMPRESSIONS.items():
         config, _ = core.CommConfig.from_json(f'{{"version": 2, "compression": "{name}"}}')

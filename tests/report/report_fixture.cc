@@ -77,7 +77,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
   const int64_t id = store.create_session(s);
   int64_t ordinal = 0;
 
-  // As the tuner writes a trial: raw step times, and metrics_json per tuner/src/trial_metrics.h.
+  // As the tuner writes a trial: raw step times, and metrics_json per tuner/include/acspeed/tuner/trial_metrics.h.
   auto add_measured = [&](TrialRole role, const CommConfig& config, bool metrics,
                           std::optional<int> pair = std::nullopt) {
     TrialRecord t = trial(id, ordinal, role, config);

@@ -307,7 +307,7 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
     "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12, "from_trial": 1},
               "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
   temp.store().add_trial(reused);
-  // The decision's step speedup, inflation and effective speedup (tuner/effective_speedup.h).
+  // The decision's step speedup, inflation and effective speedup (tuner/include/acspeed/tuner/effective_speedup.h).
   Decision d;
   d.key = {"cpu", "sig", "fp32", 2, 1};
   d.model_name = "tiny";

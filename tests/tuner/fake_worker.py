@@ -7,7 +7,7 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   fatal_usage    setup fails: the --model names nothing buildable
   never_connect  never connects to the tuner (sleeps)
   fast_streams   like ok, but a config with more than one stream steps twice as fast
-  link           two nodes with a probe, steps timed as the step model's physics (tuner/step_model.h):
+  link           two nodes with a probe, steps timed as the step model's physics (tuner/include/acspeed/tuner/step_model.h):
                  compute 100 ms (forward + optimizer 40 ms), latency 2 ms per bucket, 125 MB/s, 46.8 MB
                  of gradients (one 11700x1000 fp32 matrix, as the hello says); head 85 ms (fp16: 130 ms;
                  powersgd: 95 ms plus its own compute of 15 ms, three collectives per bucket, its
@@ -19,7 +19,7 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
 Trajectories (a request's trajectory_steps T > 0): the loss falls linearly from 2.3 to 0.3 over the
 first third of the T steps, then stays (a small deterministic ripple on top), every config alike;
 FAKE_WORKER_STRETCH=COMPRESSION:F stretches that compression's curve F times in steps (step
-inflation F, tuner/inflation.h; its tail still reaches 0.3 for F < 3).
+inflation F, tuner/include/acspeed/tuner/inflation.h; its tail still reaches 0.3 for F < 3).
 FAKE_WORKER_SPEED=COMPRESSION:S (mode compressors): that compression's steps are S times faster than
 the uncompressed ones (default fp16 2, powersgd 3). FAKE_WORKER_PSGD=faithful (mode compressors):
 powersgd is as faithful as fp16 (its window and trajectory pass).

@@ -1,4 +1,4 @@
-// A config's flows (tuner/flows.h): the groups that carry its collectives between two nodes at once,
+// A config's flows (tuner/include/acspeed/tuner/flows.h): the groups that carry its collectives between two nodes at once,
 // as acspeed's comm hook builds them on each backend.
 #include "acspeed/tuner/flows.h"
 

@@ -1,4 +1,4 @@
-"""The trial worker's modes for the step model (tuner/step_model.h), with real torchrun ranks (2
+"""The trial worker's modes for the step model (tuner/include/acspeed/tuner/step_model.h), with real torchrun ranks (2
 processes, gloo): "compute" runs the bare model without communication and times forward and the
 optimizer apart (and the hello describes the gradients' shapes); "hooked" runs DDP's defaults through acspeed's comm hook so the probe reports the
 buckets' count and bytes, which plain DDP (no hook) does not. And the convergence guard's

@@ -8,9 +8,9 @@
 // The search ranks configs by p50 step time x the upper end of their inflation interval (p50 for
 // the uncompressed ones); a compressed config whose inflation is infinite or unmeasurable is not
 // ranked (not chosen, the reason says which). The best of that ranking runs again alternated with
-// DDP's defaults in the same workers (DESIGN.md, "Statistics"): one sample = one (candidate,
-// baseline) pair, its step speedup = baseline median step time / candidate median step time
-// (statistics.h: pair_speedup). The candidate is kept only if
+// DDP's defaults in the same workers: one sample = one (candidate, baseline) pair, its step
+// speedup = baseline median step time / candidate median step time (statistics.h: pair_speedup).
+// The candidate is kept only if
 //   - every run of every pair completed,
 //   - after each pair its loss is within the loss tolerance of the baseline's (same weights, same
 //     batches: an exact algorithm should match); a config that changes numerics (compression) is

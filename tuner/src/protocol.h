@@ -153,7 +153,7 @@ struct NodeHello {
 struct NodeReport {
   int node_rank = 1;
   int launch = 0;              // that node's launch number (its logs: workers-LAUNCH-rankR.log)
-  int launcher_exit_code = 0;  // how its torchrun ended (process/exit_status.h)
+  int launcher_exit_code = 0;  // how its torchrun ended (process/include/acspeed/process/exit_status.h)
   // Its ranks' evidence; caught_at_s holds how long before the report the error was caught.
   std::vector<RankEvidence> ranks;
 };

@@ -27,7 +27,7 @@ namespace acspeed::tuner {
 struct RankEvidence {
   int rank = 0;
   std::optional<int> node;       // several nodes: the node it ran on (its log is there)
-  std::optional<int> exit_code;  // process/exit_status.h convention: status, or 128 + signal
+  std::optional<int> exit_code;  // process/include/acspeed/process/exit_status.h convention: status, or 128 + signal
   // A rank missing from the failure table: how its launcher ended (a killed launcher writes none).
   std::optional<int> launcher_exit_code;
   std::optional<std::string> error;  // what the rank caught (its .failed.json)

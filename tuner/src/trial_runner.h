@@ -112,7 +112,7 @@ class WorkerGroup {
   int listen_fd_ = -1;
   int conn_fd_ = -1;
   pid_t child_ = -1;
-  int child_exit_ = 0;  // exit code once reaped (process/exit_status.h)
+  int child_exit_ = 0;  // exit code once reaped (process/include/acspeed/process/exit_status.h)
   bool child_reaped_ = false;
   bool in_trial_ = false;  // a request was sent and its result not read
   LineReader lines_;  // what rank 0 sent

@@ -13,7 +13,7 @@ enum class TrialRole {
   kSearch,       // a point of the search space
   kBaseline,     // DDP's defaults, in a decision pair
   kCandidate,    // the search's best, in a decision pair
-  kCompute,      // the step model's compute-only step: communication off (tuner/step_model.h)
+  kCompute,      // the step model's compute-only step: communication off (tuner/include/acspeed/tuner/step_model.h)
   kCalibration,  // DDP's defaults through acspeed's hook: the step model's calibration
 };
 

@@ -1,5 +1,5 @@
 """The batches the tuner's workers train on (acspeed._worker.worker): the user's data, or a learnable
-synthetic stream, all made when the workers start, before any trial is timed.
+sequence of synthetic batches, all made when the workers start, before any trial is timed.
 
 `acspeed-tune --data pkg.module:function` names a function
 
@@ -15,10 +15,10 @@ iterable that cannot give T items, an item that is not a pair of tensors, or a f
 cannot train on is an error naming the function and what was expected, before any trial.
 
 Without --data, the trials' batch is the model's own make_batch (random inputs for torchvision
-models) and the trajectories train on a learnable synthetic stream: fresh inputs every step, drawn
-like make_batch's (standard normal floats, or integers in the range of its integer inputs), with
-labels from a fixed random teacher (a seeded linear map of the inputs, average-pooled to 8x8 when
-they are images, to at most 10 classes; float targets: the teacher's outputs). Random labels would
+models) and the trajectories train on a learnable sequence of synthetic batches: fresh inputs every
+step, drawn like make_batch's (standard normal floats, or integers in the range of its integer
+inputs), with labels from a fixed random teacher (a seeded linear map of the inputs, average-pooled
+to 8x8 when they are images, to at most 10 classes; float targets: the teacher's outputs). Random labels would
 give nothing to learn; the teacher's function is learnable. The same teacher on every rank, inputs
 seeded by rank.
 """
@@ -27,7 +27,6 @@ import itertools
 
 import torch
 
-SYNTHETIC = "a synthetic stream (fresh random inputs each step, labels from a fixed random teacher)"
 _TEACHER_SEED = 20261204
 _INPUT_SEED = 4242
 _MAX_CLASSES = 10

@@ -11,7 +11,7 @@ the norm.
 The loss trajectory (`trajectory_steps` T > 0): the model gets its initial weights back and is
 wrapped again with the trial's config, compressing from the first step (PowerSGD's start step set
 to 0), and trains T steps on T distinct batches per rank (batches.py: `--data`, or a learnable
-synthetic stream), the same sequence for every trajectory; the loss of each step (mean over ranks)
+synthetic batches), the same sequence for every trajectory; the loss of each step (mean over ranks)
 is reported."""
 import json
 import math
@@ -62,7 +62,7 @@ def fidelity(trainer, scaler, control_group, steps: int) -> dict:
 
 
 def trajectory(trainer, config, control_group, steps: int) -> Optional[List[float]]:
-    """The loss trajectory (mean over ranks per step) of `steps` steps on the trainer's batch stream
+    """The loss trajectory (mean over ranks per step) of `steps` steps on the trainer's batches
     from the initial weights with `config` (a CommConfig), compressing from the first step; None
     when a loss became NaN/Inf."""
     if config.compression_info.ranked and config.powersgd_start_step != 0:
@@ -71,7 +71,7 @@ def trajectory(trainer, config, control_group, steps: int) -> Optional[List[floa
         config, _ = _runtime.core().CommConfig.from_json(json.dumps(fields))
     trainer.rewrap(config, "ddp")
     optimizer, scaler = training(trainer.ddp.parameters(), trainer.precision, trainer.device)
-    batches = ((inputs.to(trainer.device), targets.to(trainer.device)) for inputs, targets in trainer.stream[:steps])
+    batches = ((inputs.to(trainer.device), targets.to(trainer.device)) for inputs, targets in trainer.batches[:steps])
     losses = train_steps(trainer.ddp, batches, trainer.autocast, scaler, optimizer)
     curve = torch.tensor(losses, dtype=torch.float64)
     finite = torch.tensor([1.0 if all(math.isfinite(x) for x in losses) else 0.0], dtype=torch.float64)

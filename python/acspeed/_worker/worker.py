@@ -122,17 +122,17 @@ class Trainer:
         # trials' one lives on the device.
         count = max(1, args.trajectory_steps)
         if args.data:
-            stream = batches.from_data(args.data, dist.get_rank(), dist.get_world_size(), args.batch_size, count)
-            first = stream[0]
+            made = batches.from_data(args.data, dist.get_rank(), dist.get_world_size(), args.batch_size, count)
+            first = made[0]
         else:
             first = make_batch(args.batch_size)
-            stream = batches.synthetic(first, count, dist.get_rank())
+            made = batches.synthetic(first, count, dist.get_rank())
 
         def cast(batch):
             inputs, targets = batch
             return (inputs.to(dtype) if dtype is not None and inputs.is_floating_point() else inputs), targets
 
-        self.stream = [cast(batch) for batch in stream[:args.trajectory_steps]]
+        self.batches = [cast(batch) for batch in made[:args.trajectory_steps]]
         inputs, targets = cast(first)
         self.inputs, self.targets = inputs.to(device), targets.to(device)
         if args.data:
@@ -194,8 +194,8 @@ class Trainer:
             result.update(convergence_guard.fidelity(self, scaler, control_group, fidelity_steps))
             result["fidelity_s"] = time.perf_counter() - start
         trajectory_steps = int(request.get("trajectory_steps", 0))
-        if trajectory_steps > len(self.stream):
-            raise ValueError(f"trajectory of {trajectory_steps} steps asked, the workers made {len(self.stream)} "
+        if trajectory_steps > len(self.batches):
+            raise ValueError(f"trajectory of {trajectory_steps} steps asked, the workers made {len(self.batches)} "
                              f"batches (--trajectory-steps)")
         if trajectory_steps > 0 and result["finite"]:
             start = time.perf_counter()

@@ -6,10 +6,11 @@ Keyed by (bucket index, role). A tensor is replaced when its bucket's size, dtyp
 tensors are zero-filled once: padding stays zero, because every rank pads with zeros and every
 algorithm writes back sums of those zeros.
 
-CUDA: a tensor is allocated, and replaced, on the lane's stream. Its uses on NCCL's streams and on
-the callback streams of `then()` all end before the next step's hook runs (DDP's compute stream
-waits on each bucket's future in finalize_backward, and the lane stream waits on the compute stream
-before touching the tensor again), so the caching allocator never hands its memory out early.
+CUDA: a tensor is allocated, and replaced, on the lane's CUDA stream. Its uses on NCCL's CUDA
+streams and on the callbacks' CUDA streams of `then()` all end before the next step's hook runs
+(DDP's compute CUDA stream waits on each bucket's future in finalize_backward, and the lane's CUDA
+stream waits on the compute CUDA stream before touching the tensor again), so the caching allocator
+never hands its memory out early.
 """
 from typing import Dict, Tuple
 

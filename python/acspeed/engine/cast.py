@@ -53,7 +53,7 @@ class Cast:
         pass
 
     def plain_job(self, hook, index: int, flat: torch.Tensor, lane: "Lane", result, compress: bool) -> Job:
-        """Divides and packs the bucket (in the issuer's context: on CUDA, the lane stream) and plans
+        """Divides and packs the bucket (in the issuer's context: on CUDA, the lane's CUDA stream) and plans
         its collectives, in the slots of the hook's compressor. The bucket itself is left untouched
         while its compressed copy is in flight, so the guard can still reduce it uncompressed."""
         dtype = self.wire_dtype if compress else None

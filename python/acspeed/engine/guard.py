@@ -32,7 +32,7 @@ class Guarded:
     flat: torch.Tensor
     unpack: Callable[[], None]
     flag: Optional[torch.Tensor] = None   # set by the job's finish: NaN/Inf in the reduced copy
-    ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's stream
+    ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's CUDA stream
 
     def hold(self, flag: torch.Tensor) -> bool:
         """Called by the job's finish with the reduced copy's NaN/Inf flag. True: the step's last hook

@@ -10,10 +10,10 @@ threads, in completion order, which differs between ranks).
 
 Two issuers, the first enabled one wins (ISSUERS):
 
-  StreamOrdered (CUDA tensors on NCCL): every phase is issued in the hook call. The lane's side
-    stream first waits on the compute stream; each collective's NCCL stream waits on the lane stream
-    at issue time, and between phases the lane stream waits on the previous phase's work
-    (Work.synchronize: a stream wait, never a host wait). Phases of one role share one
+  StreamOrdered (CUDA tensors on NCCL): every phase is issued in the hook call. The lane's CUDA
+    stream first waits on the compute CUDA stream; each collective's NCCL CUDA stream waits on the
+    lane's at issue time, and between phases the lane's CUDA stream waits on the previous phase's
+    work (Work.synchronize: a CUDA stream wait, never a host wait). Phases of one role share one
     communicator.
   CompletionOrdered (everything else: gloo on the CPU): the first phase is issued in the hook call.
     Later phases wait in per-(lane, phase) queues, in bucket order; each hook call issues, non-
@@ -95,7 +95,7 @@ class StreamOrdered:
         return device.type == "cuda" and "nccl" in backend
 
     def context(self, lane: Lane):
-        """Where the hook packs and issues: the lane's stream, after the compute stream."""
+        """Where the hook packs and issues: the lane's CUDA stream, after the compute CUDA stream."""
         current = torch.cuda.current_stream(lane.stream.device)
         lane.stream.wait_stream(current)
         return torch.cuda.stream(lane.stream)

@@ -8,8 +8,8 @@ collectives asynchronously (see issue.py). What a lane holds:
     phases by completion (gloo), every phase gets a group of its own, so the order of collectives on
     each group is bucket order on every rank whenever a phase happens to be issued. Where CUDA
     streams order the phases (NCCL), phases of the same role share one communicator.
-  * stream: on CUDA, the side stream the lane's packing kernels run on; it waits on the compute
-    stream at hook time, and each collective's NCCL stream waits on it at issue time.
+  * stream: on CUDA, the lane's own CUDA stream, where its packing kernels run; it waits on the
+    compute CUDA stream at hook time, and each collective's NCCL CUDA stream waits on it at issue time.
 
 At most MAX_LANES lanes are built (each costs process groups; on NCCL, communicators with their own
 GPU buffers); a config asking for more gets MAX_LANES and a warning.
@@ -103,7 +103,7 @@ class Lane:
     intra: Optional[object] = None  # hierarchical: this rank's node (None when its node has one rank)
     inter: Optional[object] = None  # hierarchical: peers across nodes (None when not a member / one node)
     leader: Optional[int] = None    # hierarchical over unequal nodes: global rank of this node's leader
-    stream: Optional[object] = None  # CUDA: the lane's side stream
+    stream: Optional[object] = None  # CUDA: the lane's own CUDA stream
     owned: List[object] = dataclasses.field(default_factory=list)  # the groups of it this rank is in
 
     def groups(self) -> List[object]:

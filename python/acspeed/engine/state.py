@@ -284,7 +284,7 @@ class HookState:
         for entry, bad in zip(entries, nonfinite):
             if bad:
                 resend.append(entry)
-            elif entry.ready is not None:  # CUDA: finite, unpack on the lane stream after the flag
+            elif entry.ready is not None:  # CUDA: finite, unpack on the lane's CUDA stream after the flag
                 with self.issuer.context(entry.job.lane):
                     torch.cuda.current_stream(self.device).wait_event(entry.ready)
                     entry.unpack()

@@ -25,8 +25,8 @@ struct AlgorithmInfo {
   // searching only on several nodes.
   bool by_node;
   // Phases of a bucket whose collectives cross nodes: the lane slots of role "all" or "inter" in
-  // python/acspeed/algorithms.py's roles. Where each phase has a group of its own (gloo), each is a
-  // flow of its own that can overlap the others (the tuner's flow count, tuner/flows.h).
+  // python/acspeed/engine/algorithms.py's roles. Where each phase has a group of its own (gloo), each is a
+  // flow of its own that can overlap the others (the tuner's flow count, tuner/include/acspeed/tuner/flows.h).
   int crossing_phases;
 };
 

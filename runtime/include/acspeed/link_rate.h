@@ -20,7 +20,7 @@ int64_t parse_rate(std::string_view what, std::string_view text);
 std::string format_rate(int64_t bps);
 
 // What the nodes of an emulated cluster see as ACSPEED_INSTANCE_TYPE: this prefix, then the
-// profile (testbed/profile.h): "testbed-2x1@1gbit".
+// profile (testbed/include/acspeed/testbed/profile.h): "testbed-2x1@1gbit".
 inline constexpr std::string_view kTestbedInstanceTypePrefix = "testbed-";
 // The link rate such an instance type names ("testbed-2x1@1gbit" -> 1 Gbit/s); nullopt for another
 // instance type, an uncapped profile, or one that only looks like a profile.

@@ -54,7 +54,7 @@ struct TrialSummary {
   // loss and whether it stayed finite, the decision pair; defaults where the trial has none (or
   // metrics that do not read as that schema: the report then rests on the raw step times).
   tuner::TrialMetrics metrics;
-  // The session's step model (tuner/step_model.h) for this trial's config; efficiency = bound / p50.
+  // The session's step model (tuner/include/acspeed/tuner/step_model.h) for this trial's config; efficiency = bound / p50.
   std::optional<double> bound_s, predicted_s, efficiency;
 };
 

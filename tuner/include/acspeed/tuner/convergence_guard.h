@@ -18,7 +18,7 @@
 //  (b) the loss trajectory against an uncompressed one. Trajectories are runs of their own, apart
 //      from the timed steps: T steps (TuneOptions::trajectory_steps, default 120) from
 //      the initial weights on the same per-rank sequence of T distinct batches (the user's --data, or
-//      a learnable synthetic stream: python/acspeed/_worker/batches.py), compression active from the first
+//      a learnable sequence of synthetic batches: python/acspeed/_worker/batches.py), compression active from the first
 //      step (PowerSGD's start step set to 0), all batches made before any trial is timed. One
 //      compressed trajectory per numerics (measured with the fidelity window, reused by the other
 //      trials of the same numerics and by the decision pairs, which give no verdict of their own) and

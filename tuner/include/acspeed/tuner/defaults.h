@@ -1,6 +1,6 @@
 // What a tuning session runs with when the user does not say: one row for a machine with a GPU,
-// one for a CPU-only machine, where every trial is slow and noisy (DESIGN.md), so the steps, the
-// search space and the pairs shrink and the session gets a time budget.
+// one for a CPU-only machine, where every trial is slow and noisy, so the steps, the search space
+// and the pairs shrink and the session gets a time budget.
 #pragma once
 
 #include <vector>

@@ -5,7 +5,7 @@
 // flow count (step_model.h), and a config whose flow count no trial calibrated is measured, not
 // forecast (step_model.h's flow_count_unmeasured).
 //
-// Counted from what acspeed's comm hook builds (python/acspeed/lanes.py, issue.py, algorithms.py):
+// Counted from what acspeed's comm hook builds (python/acspeed/engine/lanes.py, issue.py, algorithms.py):
 // each lane (a stream) has, per phase of the algorithm whose collectives cross nodes
 // (comm_methods.h's crossing_phases), a group of its own where the issuer orders phases by completion
 // (gloo: CompletionOrdered), so the phases of successive buckets overlap; where CUDA streams order the

@@ -57,7 +57,7 @@ struct TuneOptions {
   int trajectory_steps = 120;
   // pkg.module:function (rank, world_size, batch_size) -> iterable of (inputs, targets): the batches
   // of the trials, the fidelity window and the trajectories (python/acspeed/_worker/batches.py); "" = the
-  // model's make_batch for the trials, a learnable synthetic stream for the trajectories.
+  // model's make_batch for the trials, a learnable sequence of synthetic batches for the trajectories.
   std::string data;
   std::optional<int64_t> resume;     // session to continue
   std::string python;                // interpreter of the workers (python_interpreter.h)

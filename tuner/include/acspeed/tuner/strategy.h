@@ -22,7 +22,7 @@
 // CPU-bound, loaded machine: step_model.h's links_consistent), it only orders.
 //
 // Why coordinate descent rather than successive halving or a model: a trial of a real DDP step is
-// expensive (seconds) and noisy (+-10% between runs on a CPU, see DESIGN.md), and the knobs act
+// expensive (seconds) and noisy (+-10% between runs on a CPU), and the knobs act
 // mostly independently - the bucket size sets how much overlap is possible, the algorithm and the
 // streams how fast each bucket moves, compression how many bytes move. Along one knob the cost is
 // smooth and usually unimodal. Coordinate descent measures each knob's values with the others held
