@@ -11,6 +11,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "acspeed/job_versions.h"
+
 namespace acspeed::cli {
 
 namespace po = boost::program_options;
@@ -77,13 +79,13 @@ std::string torch_version_of_python();
 // The versions `import acspeed` compares a decision with, as that interpreter's acspeed.versions
 // reports them: torch, and torch's own NCCL and CUDA when torch can use CUDA ("" otherwise).
 // "unknown" (no check) where the interpreter could not say; `problem` then says why.
-struct JobVersions {
-  std::string torch = "unknown";
-  std::string nccl = "unknown";
-  std::string cuda = "unknown";
+// The versions the workers' torch reports (`python -m acspeed.versions`, job_versions.h), from the
+// interpreter the workers run with; `problem` says why there are none. Imports torch: seconds.
+struct PythonVersions {
+  JobVersions versions;
   std::string problem;
 };
-JobVersions job_versions_of_python();  // imports torch: seconds
+PythonVersions job_versions_of_python();
 
 }  // namespace acspeed::cli
 

@@ -7,6 +7,7 @@
 
 #include "acspeed/decision_io.h"
 #include "acspeed/error.h"
+#include "acspeed/report/report.h"
 #include "cli.h"
 #include "table.h"
 
@@ -125,11 +126,12 @@ int cmd_configs(const GlobalOptions& global, const std::vector<std::string>& arg
         return kExitOk;
       }
       print_decisions({d});
-      fmt::print("\nconfig: {}\ntuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}\n",
+      const auto session = d.session_id ? store->session(*d.session_id) : std::nullopt;
+      fmt::print("\nconfig: {}\ntuned under: {}; per-device batch {}\n",
                  d.config_error.empty() ? config_to_json(d.config, 2)
                                         : fmt::format("invalid, never applied ({}); delete it with `acspeed-tune "
                                                       "configs delete {}`", d.config_error, d.id),
-                 d.torch_version, d.nccl_version, d.cuda_version, d.batch_size);
+                 describe(report::tuned_versions(d, session ? session->versions_json : "")), d.batch_size);
       if (!d.note.empty()) fmt::print("note: {}\n", d.note);
       return kExitOk;
     }

@@ -17,8 +17,6 @@
 namespace acspeed::cli {
 namespace {
 
-std::string or_none(const std::string& version) { return version.empty() ? "none" : version; }
-
 // The step model of the decision's session (tuner/include/acspeed/tuner/step_model.h) for what would be applied.
 void explain_prediction(const GlobalOptions& global, const Resolution& r) {
   if (!r.decision || !r.decision->session_id) {
@@ -77,11 +75,11 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   } else if (auto precision = setting_string("ACSPEED_PRECISION")) {
     request.key.precision = *precision;
   }
-  const JobVersions versions = job_versions_of_python();  // exactly what `import acspeed` compares
-  if (!versions.problem.empty()) fmt::print(stderr, "note: {}: versions are not checked\n", versions.problem);
-  request.torch_version = versions.torch;
-  request.nccl_version = versions.nccl;
-  const auto fp = fingerprint({request.torch_version});
+  const PythonVersions job = job_versions_of_python();  // exactly what `import acspeed` compares
+  if (!job.problem.empty()) fmt::print(stderr, "note: {}: versions are not checked\n", job.problem);
+  request.torch_version = job.versions.torch;
+  request.nccl_version = job.versions.nccl;
+  const auto fp = fingerprint({job.versions});
   request.key.instance_type = vm.count("instance-type") ? vm["instance-type"].as<std::string>() : fp.instance_type;
   request.key.gpus_shared = gpus_shared(vm.count("share-gpus") > 0 || setting_bool("ACSPEED_SHARE_GPUS"),
                                         request.key.world_size / request.key.nnodes,
@@ -111,8 +109,8 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
   fmt::print("model signature: {}\nworld size {}, {} node(s), precision {}{}\n", request.key.model_signature,
              request.key.world_size, request.key.nnodes, request.key.precision.empty() ? "any" : request.key.precision,
              request.key.gpus_shared ? ", ranks sharing GPUs" : "");
-  fmt::print("this job's versions (torch's own NCCL and CUDA): torch {}, NCCL {}, CUDA {}\n", versions.torch,
-             or_none(versions.nccl), or_none(versions.cuda));
+  fmt::print("this job's versions (its torch's own): {}\n",
+             job.problem.empty() ? describe(job.versions) : "unknown (" + job.problem + ")");
   fmt::print("source: {}\n{}\n", to_string(r.source), r.message);
   for (const auto& warning : r.warnings) fmt::print("warning: {}\n", warning);
   fmt::print("DDP knobs and hook: {}\nconfig: {}\n", r.config.describe(), config_to_json(r.config, 2));

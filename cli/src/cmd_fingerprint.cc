@@ -13,9 +13,10 @@ int cmd_fingerprint(const GlobalOptions&, const std::vector<std::string>& args) 
   options.add_options()("json", "print JSON instead of a table");
   po::variables_map vm;
   if (!parse_args("acspeed-tune fingerprint [--json]", options, {}, args, vm)) return kExitOk;
-  FingerprintOptions fo;
-  fo.torch_version = torch_version_of_python();
-  const auto fp = fingerprint(fo);
+  // The versions the workers' torch reports, as every command shows them (job_versions.h).
+  const PythonVersions job = job_versions_of_python();
+  if (!job.problem.empty()) fmt::print(stderr, "note: {}\n", job.problem);
+  const auto fp = job.problem.empty() ? fingerprint({job.versions}) : fingerprint();
   if (vm.count("json")) {
     nlohmann::json j = {{"instance_type", fp.instance_type},
                         {"detected_key", fp.detected_key},

@@ -216,7 +216,7 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   }
   o.compression_searched = vm.count("compression") > 0;
   apply_pins(s);
-  resolve_strategy_name(o.strategy, s);  // an unknown name is a usage error now, not after the launch
+  resolve_strategy_name(o.strategy, s, o.nnodes);  // an unknown name is a usage error now, not after the launch
   if (searches_powersgd(s) && o.warmup < kDefaultPowerSgdStartStep + 2) {
     // Every trial warms up as long, so that loss trajectories compare step for step.
     o.notes.push_back(fmt::format("warm-up raised from {} to {} steps for every trial: PowerSGD starts at step {}, "
@@ -277,7 +277,7 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
   }
   options.command_line = global.command_line;
   if (dry_run) {
-    print_plan(options, fingerprint({torch_version_of_python()}).instance_type);
+    print_plan(options, fingerprint().instance_type);
     fmt::print("dry run: nothing launched, nothing stored\n");
     return kExitOk;
   }
@@ -287,7 +287,7 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
     tuner::supervise_node(options, progress);
     return kExitOk;
   }
-  print_plan(options, fingerprint({}).instance_type);
+  print_plan(options, fingerprint().instance_type);
   auto store = open_store(global, true);  // a read-only store is refused before anything runs
   const auto result = tuner::run_session(options, *store, progress);
   using Status = tuner::SessionResult::Status;

@@ -94,7 +94,7 @@ std::string torch_version_of_python() {
   return result.exit_code == 0 && !result.timed_out && !version.empty() ? version : "unknown";
 }
 
-JobVersions job_versions_of_python() {
+PythonVersions job_versions_of_python() {
   // The source folder goes in as an argument, so no path is ever spliced into the code.
   process::RunOptions options{{python_interpreter(), "-c",
                                "import sys\n"
@@ -111,16 +111,14 @@ JobVersions job_versions_of_python() {
   } catch (const Error&) {
     // the interpreter cannot be started: exit 127 below
   }
-  JobVersions out;
+  PythonVersions out;
   const auto parsed = nlohmann::json::parse(result.output, nullptr, false);
   if (result.exit_code != 0 || !parsed.is_object()) {
     out.problem = fmt::format("{} could not report torch's versions (exit {}{})", python_interpreter(),
                               result.exit_code, result.timed_out ? ", timed out" : "");
     return out;
   }
-  for (auto [field, name] : {std::pair{&out.torch, "torch"}, {&out.nccl, "nccl"}, {&out.cuda, "cuda"}}) {
-    if (parsed.contains(name) && parsed[name].is_string()) *field = parsed[name].get<std::string>();
-  }
+  out.versions = job_versions_from_json(parsed);
   return out;
 }
 

@@ -55,9 +55,8 @@ py::dict resolve(const std::string& instance_type, const std::string& signature,
 }
 
 py::dict fingerprint_dict(const std::string& torch_version) {
-  FingerprintOptions options;
-  options.torch_version = torch_version;
-  const auto fp = fingerprint(options);
+  auto fp = fingerprint();  // the key; the caller knows only torch's version of the details
+  if (!torch_version.empty()) fp.details["torch"] = torch_version;
   py::dict out;
   out["instance_type"] = fp.instance_type;
   out["detected_key"] = fp.detected_key;
@@ -232,7 +231,6 @@ PYBIND11_MODULE(_core, m) {
     return model_signature(infos);
   });
   m.def("fingerprint", &fingerprint_dict, py::arg("torch_version") = "");
-  m.def("nccl_version", &nccl_version);
   m.def("major_minor", &major_minor);
   m.def("setting_bool", [](const std::string& name) { return setting_bool(name); });
   m.def("setting_string", [](const std::string& name) { return setting_string(name); });

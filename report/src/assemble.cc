@@ -177,6 +177,11 @@ std::optional<StepStats> step_stats(const std::vector<double>& times_s) {
   return s;
 }
 
+JobVersions tuned_versions(const Decision& d, const std::string& session_versions_json) {
+  const JobVersions session = job_versions_from_json(parse_or_null(session_versions_json));
+  return {d.torch_version, d.nccl_version, d.cuda_version, session.torch_nccl, session.torch_cuda};
+}
+
 Report build_report(const Store& store, int64_t session_id) {
   auto session = store.session(session_id);
   if (!session) ACS_THROW(InvalidArgument, "no tuning session {} in store {}", session_id, store.path());
@@ -246,7 +251,12 @@ Report build_report(const Store& store, int64_t session_id) {
   }
   report.best = find_best(report);
   report.pairs = find_pairs(report);
-  report.versions = flatten_column(report.session.versions_json);
+  // The job's NCCL and CUDA as every command shows them (job_versions.h), what torch bundles folded in.
+  const JobVersions job = job_versions_from_json(parse_or_null(report.session.versions_json));
+  for (const auto& [key, value] : flatten_column(report.session.versions_json)) {
+    if (key == "torch_nccl" || key == "torch_cuda") continue;
+    report.versions.emplace_back(key, key == "nccl" ? nccl_text(job) : key == "cuda" ? cuda_text(job) : value);
+  }
   report.search_space = flatten_column(report.session.search_space_json);
   report.options = flatten_column(report.session.options_json);
   return report;

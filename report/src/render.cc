@@ -126,9 +126,8 @@ std::vector<std::string> decision_facts(const Report& r) {
   } else {
     facts.emplace_back("Speedup over DDP defaults: -");
   }
-  const auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
-  facts.push_back(fmt::format("Tuned under: torch {}, NCCL {}, CUDA {}; per-device batch {}", or_dash(d.torch_version),
-                              or_dash(d.nccl_version), or_dash(d.cuda_version), d.batch_size));
+  facts.push_back(fmt::format("Tuned under: {}; per-device batch {}",
+                              describe(tuned_versions(d, r.session.versions_json)), d.batch_size));
   facts.push_back(fmt::format("Created (UTC): {}", d.created_at));
   if (const auto speedups = tuner::speedups_of_evidence(d.evidence_json)) {
     facts.push_back(fmt::format("Step speedup, inflation and effective speedup (step speedup / inflation; the "

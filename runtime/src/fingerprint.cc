@@ -126,25 +126,6 @@ std::optional<GpuInfo> detect_gpus() {
   return info;
 }
 
-std::string nccl_version() {
-  Library nccl("libnccl.so.2");
-  auto get = nccl.symbol<int (*)(int*)>("ncclGetVersion");
-  int code = 0;
-  if (!get || get(&code) != 0) return "unknown";
-  // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
-  return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
-}
-
-std::string cuda_runtime_version() {
-  for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12"}) {
-    Library cudart(name);
-    auto get = cudart.symbol<int (*)(int*)>("cudaRuntimeGetVersion");
-    int code = 0;
-    if (get && get(&code) == 0) return fmt::format("{}.{}", code / 1000, (code % 1000) / 10);
-  }
-  return "unknown";
-}
-
 std::string hardware_key(const std::optional<GpuInfo>& gpu, const std::string& cpu_model,
                          int cpu_cores) {
   if (gpu && gpu->count > 0) {
@@ -175,9 +156,13 @@ Fingerprint fingerprint(const FingerprintOptions& options) {
   } else {
     fp.details["gpu_count"] = "0";
   }
-  fp.details["nccl"] = nccl_version();
-  fp.details["cuda"] = cuda_runtime_version();
-  fp.details["torch"] = options.torch_version.empty() ? "unknown" : options.torch_version;
+  if (options.versions) {
+    fp.details["torch"] = options.versions->torch.empty() ? "unknown" : options.versions->torch;
+    fp.details["nccl"] = nccl_text(*options.versions);
+    fp.details["cuda"] = cuda_text(*options.versions);
+  } else {
+    fp.details["torch"] = fp.details["nccl"] = fp.details["cuda"] = "unknown";
+  }
   return fp;
 }
 

@@ -1,8 +1,12 @@
 // The decision rule on measured pairs: when a candidate replaces DDP's defaults, and the reasons it
 // does not.
 #include "decision_rule.h"
+#include "acspeed/tuner/statistics.h"
 
+#include <cmath>
 #include <limits>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -43,6 +47,31 @@ TEST(DecisionRule, IntervalIncludingOneKeepsDdpDefaults) {
   ASSERT_TRUE(v.ci_low.has_value());
   EXPECT_LE(*v.ci_low, 1.0);
   EXPECT_NE(v.note.find("does not exclude 1"), std::string::npos) << v.note;
+  // What would resolve it, from the rule's own statistics: the pairs at this spread.
+  const auto n = pairs_to_resolve(v.pair_speedups);
+  ASSERT_TRUE(n);
+  EXPECT_NE(v.note.find(fmt::format("about {} pairs would resolve it if the speedup holds: run again with --repeats {}",
+                                    *n, *n)),
+            std::string::npos)
+      << v.note;
+}
+
+TEST(DecisionRule, PairsToResolveIsTheFewestWhoseIntervalWouldExcludeOne) {
+  const std::vector<double> speedups = {1.30, 0.95, 1.10};
+  std::vector<double> logs;
+  for (double s : speedups) logs.push_back(std::log(s));
+  const double m = mean(logs), sd = stddev(logs);
+  const auto n = pairs_to_resolve(speedups);
+  ASSERT_TRUE(n);
+  EXPECT_GT(*n, 3);
+  const auto half_width = [&](int pairs) { return t_critical_95(pairs - 1) * sd / std::sqrt(double(pairs)); };
+  EXPECT_LT(half_width(*n), m);
+  EXPECT_GE(half_width(*n - 1), m) << "not the fewest";
+  // A mean at or below 1 is not resolved by more pairs; nor is a need beyond --repeats' limit.
+  EXPECT_FALSE(pairs_to_resolve({1.10, 0.90, 0.95}));
+  EXPECT_FALSE(pairs_to_resolve({1.30, 0.95, 1.10}, *n - 1));
+  const Verdict v = judge(candidate(), {pair(0.10, 0.11), pair(0.10, 0.09), pair(0.10, 0.095)}, "", {});
+  EXPECT_NE(v.note.find("more pairs would not resolve it (its pairs' speedups "), std::string::npos) << v.note;
 }
 
 TEST(DecisionRule, IntervalWhollyBelowOneSaysSignificantlySlower) {

@@ -270,8 +270,12 @@ TEST(Strategy, DescentMovesAwayFromAFailedStart) {
 TEST(Strategy, AutoPicksGridForTinySpacesAndUnknownNamesAreErrors) {
   SearchSpace space;
   space.bucket_mb = {5, 25};
-  EXPECT_EQ(resolve_strategy_name("auto", space), "grid");
-  EXPECT_EQ(resolve_strategy_name("auto", big_space()), "model");
+  EXPECT_EQ(resolve_strategy_name("auto", space, 2), "grid");
+  EXPECT_EQ(resolve_strategy_name("auto", big_space(), 2), "model");
+  // One node has no inter-node link for the step model to forecast: coordinate descent runs, and
+  // the plan says so (it names what resolve_strategy_name returns).
+  EXPECT_EQ(resolve_strategy_name("auto", big_space(), 1), "descent");
+  EXPECT_EQ(resolve_strategy_name("model", big_space(), 1), "model") << "a strategy named is run";
   try {
     make_strategy("anneal", space, {});
     FAIL() << "expected InvalidArgument";

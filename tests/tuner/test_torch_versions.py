@@ -1,8 +1,10 @@
 """The NCCL and CUDA versions a decision records are torch's own (torch bundles its NCCL, which
-differs from the system library the C++ tools load: here 2.28.9 against torch's), and `explain` and
-`import acspeed` compare a decision with torch's, so they agree and a GPU decision is not refused as
-stale. Runs without a GPU: the tuner talks to the fake rank 0, explain to a torch patched to report
-CUDA. About 15 s."""
+differs from the system library the C++ tools could load: here 2.28.9 against torch's), and
+`explain` and `import acspeed` compare a decision with torch's, so they agree and a GPU decision is
+not refused as stale. `fingerprint`, `explain`, `configs show` and the reports show those versions
+the same way (runtime/job_versions.h): on a CPU job "NCCL: not used (CPU job; torch bundles X)".
+Runs without a GPU: the tuner talks to the fake rank 0, explain to a torch patched to report CUDA.
+About 20 s."""
 import json
 import os
 import sqlite3
@@ -15,7 +17,9 @@ import torch
 import acspeed.decision
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_NCCL = "2.21.5"  # what the patched torch reports; the system NCCL here is another version
+TORCH_NCCL = "2.21.5"  # what the patched torch reports
+OTHER_NCCL = "2.28.9"  # another major.minor (the system library's here), as a decision of another torch recorded
+BUNDLED_NCCL = ".".join(str(part) for part in torch.cuda.nccl.version())  # this CPU machine's torch's
 
 
 @pytest.fixture()
@@ -30,10 +34,6 @@ def tune(tune_binary, isolated_store):
     return run
 
 
-def system_nccl(tune) -> str:
-    return json.loads(tune("fingerprint", "--json").stdout)["details"]["nccl"]
-
-
 def test_session_records_the_workers_torch_nccl_not_the_system_one(tune, isolated_store):
     tune("--model", "fake", "--nproc-per-node", "2", "--warmup", "1", "--steps", "3", "--repeats", "3",
          ACSPEED_PYTHON=os.path.join(HERE, "fake_worker.py"), FAKE_WORKER_NCCL=TORCH_NCCL, FAKE_WORKER_CUDA="12.4")
@@ -42,7 +42,28 @@ def test_session_records_the_workers_torch_nccl_not_the_system_one(tune, isolate
         versions = json.loads(db.execute("SELECT versions_json FROM sessions").fetchone()[0])
     assert decisions == [(TORCH_NCCL, "12.4")]
     assert versions["nccl"] == TORCH_NCCL and versions["cuda"] == "12.4"
-    assert versions["fingerprint"]["nccl"] == system_nccl(tune)  # the system library stays in the fingerprint
+    assert versions["fingerprint"]["nccl"] == TORCH_NCCL  # the workers' torch's, not the system library's
+
+
+def test_every_command_shows_a_cpu_jobs_versions_the_same_way(tune, tmp_path):
+    """A CPU job uses no NCCL and no CUDA (nothing to check), and every command says what torch
+    bundles: fingerprint and explain from this interpreter's torch, configs show and the reports
+    from what the workers' torch reported to the session."""
+    nccl = f"NCCL: not used (CPU job; torch bundles {BUNDLED_NCCL})"
+    cuda = f"CUDA: not used (CPU job; torch bundles {torch.version.cuda})"
+    fingerprint = json.loads(tune("fingerprint", "--json").stdout)["details"]
+    assert fingerprint["nccl"] == nccl.split(": ", 1)[1] and fingerprint["cuda"] == cuda.split(": ", 1)[1]
+    assert nccl.split(": ", 1)[1] in tune("fingerprint").stdout
+    explained = tune("explain", "--model-signature", "p1-none", "--world-size", "2").stdout
+    assert f"this job's versions (its torch's own): torch {torch.__version__.split('+')[0]}, {nccl}, {cuda}\n" \
+        in explained, explained
+    hello = json.dumps({"torch_nccl_version": "2.30.7", "torch_cuda_version": "13.2"})
+    tune("--model", "fake", "--nproc-per-node", "2", "--warmup", "1", "--steps", "3", "--repeats", "3",
+         ACSPEED_PYTHON=os.path.join(HERE, "fake_worker.py"), FAKE_WORKER_HELLO=hello)
+    stored = "torch 2.15.0, NCCL: not used (CPU job; torch bundles 2.30.7), CUDA: not used (CPU job; torch bundles 13.2)"
+    assert f"tuned under: {stored}; per-device batch" in tune("configs", "show", "1").stdout
+    assert f"- Tuned under: {stored}; per-device batch" in tune("report", "--format", "md").stdout
+    assert "| nccl | not used (CPU job; torch bundles 2.30.7) |" in tune("report", "--format", "md").stdout
 
 
 def _decision(signature, nccl):
@@ -52,9 +73,7 @@ def _decision(signature, nccl):
 
 
 def test_explain_and_import_compare_torchs_nccl(tune, tmp_path, monkeypatch):
-    system = system_nccl(tune)
-    if system.split(".")[:2] == TORCH_NCCL.split(".")[:2]:
-        pytest.fail(f"the system NCCL {system} has the fake torch NCCL's major.minor: pick another TORCH_NCCL")
+    system = OTHER_NCCL
     tuned_here = acspeed.decision.model_signature(torch.nn.Linear(3, 2))
     tuned_by_old_tuner = acspeed.decision.model_signature(torch.nn.Linear(5, 2))
     document = {"format": "acspeed-decisions", "version": 1,

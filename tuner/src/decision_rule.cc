@@ -1,6 +1,9 @@
 #include "decision_rule.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "acspeed/comm_methods.h"
@@ -36,6 +39,33 @@ std::string pair_rejection(const CommConfig& candidate, const PairRun& pair, con
                      "(an exact algorithm should match: a bug in the comm hook?)",
                      *pair.candidate_loss, *pair.baseline_loss, options.loss_tolerance);
 }
+
+std::optional<int> pairs_to_resolve(const std::vector<double>& pair_speedups, int max_pairs) {
+  if (pair_speedups.size() < 2) return std::nullopt;
+  std::vector<double> logs;
+  for (double s : pair_speedups) logs.push_back(std::log(s));
+  const double m = mean(logs), sd = stddev(logs);
+  if (!(m > 0) || !(sd > 0)) return std::nullopt;
+  for (int n = static_cast<int>(pair_speedups.size()) + 1; n <= max_pairs; ++n) {
+    if (t_critical_95(n - 1) * sd / std::sqrt(static_cast<double>(n)) < m) return n;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// The next step for an interval that includes 1 (pairs_to_resolve), for the verdict's note.
+std::string resolve_hint(const std::vector<double>& pair_speedups) {
+  if (const auto n = pairs_to_resolve(pair_speedups)) {
+    return fmt::format("; at this spread about {} pairs would resolve it if the speedup holds: run again with "
+                       "--repeats {} (longer trials, --steps, narrow the spread)",
+                       *n, *n);
+  }
+  return fmt::format("; more pairs would not resolve it (its pairs' speedups {:.3f}): DDP defaults are as fast",
+                     fmt::join(pair_speedups, ", "));
+}
+
+}  // namespace
 
 Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, const std::string& stopped_because,
               const RuleOptions& options, const CandidateEvidence& evidence) {
@@ -79,8 +109,8 @@ Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, co
                                               "a 95% interval [{:.3f}, {:.3f}] wholly below 1",
                                               s.speedup, s.ci_low, s.ci_high)
                                 : fmt::format("its speedup {:.3f}x has a 95% interval [{:.3f}, {:.3f}] that does not "
-                                              "exclude 1",
-                                              s.speedup, s.ci_low, s.ci_high);
+                                              "exclude 1{}",
+                                              s.speedup, s.ci_low, s.ci_high, resolve_hint(s.speedups));
     }
   } else if (rejection.empty()) {
     rejection = "fewer than two pairs completed";

@@ -79,6 +79,13 @@ struct Verdict {
   std::vector<double> pair_speedups;
 };
 
+// What would resolve an interval that includes 1: the number of alternated pairs whose 95% interval
+// (Student t on the log pair speedups, as judge() computes it) would exclude 1 at these pairs'
+// spread if their mean held: the smallest n with t_{0.975, n-1} x sd / sqrt(n) < mean. nullopt when
+// the mean pair speedup is not above 1 (no number of pairs shows a gain), the spread is 0, or n would
+// exceed `max_pairs` (--repeats' limit).
+std::optional<int> pairs_to_resolve(const std::vector<double>& pair_speedups, int max_pairs = 1000);
+
 // The verdict on `candidate` from the pairs that completed; `stopped_because` says why the pairs
 // ended early (a failed run, pair_rejection's reason), "" when every pair ran. A candidate that is
 // DDP's defaults (the fastest configuration measured) is kept without pairs.

@@ -49,7 +49,7 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   }
   lines.push_back(fmt::format("  search space: {}", o.space.describe()));
   for (const auto& pinned : o.space.pinned) lines.push_back(fmt::format("  pinned (not searched): {}", pinned));
-  const std::string strategy_name = resolve_strategy_name(o.strategy, o.space);
+  const std::string strategy_name = resolve_strategy_name(o.strategy, o.space, o.nnodes);
   std::string summary;
   for (const auto& info : strategies()) {
     if (info.name == strategy_name) summary = info.summary;

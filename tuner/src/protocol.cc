@@ -61,7 +61,8 @@ void to_json(json& j, const WorkerHello& h) {
        {"model", h.model},                 {"model_signature", h.model_signature},
        {"param_count", h.param_count},     {"param_bytes", h.param_bytes},
        {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
-       {"cuda_version", h.cuda_version},   {"batch_size", h.batch_size},
+       {"cuda_version", h.cuda_version},   {"torch_nccl_version", h.torch_nccl_version},
+       {"torch_cuda_version", h.torch_cuda_version}, {"batch_size", h.batch_size},
        {"precision", h.precision},         {"probe", h.probe},
        {"gradients", h.gradients}};
 }
@@ -81,6 +82,8 @@ void from_json(const json& j, WorkerHello& h) {
   h.torch_version = required<std::string>(j, "torch_version");
   read(j, "nccl_version", h.nccl_version);
   read(j, "cuda_version", h.cuda_version);
+  read(j, "torch_nccl_version", h.torch_nccl_version);
+  read(j, "torch_cuda_version", h.torch_cuda_version);
   h.batch_size = required<int>(j, "batch_size");
   h.precision = required<std::string>(j, "precision");
   read(j, "probe", h.probe);

@@ -74,6 +74,9 @@ struct WorkerHello {
   // decision records, because it is what `import acspeed` compares with (not the system NCCL).
   std::string nccl_version;
   std::string cuda_version;
+  // What the workers' torch bundles, used or not (job_versions.h; "" from a worker that does not say).
+  std::string torch_nccl_version;
+  std::string torch_cuda_version;
   int batch_size = 0;
   std::string precision;
   std::string probe;  // empty when no probe is available

@@ -384,13 +384,15 @@ void Session::decide() {
 SessionResult Session::run() {
   SessionResult result;
   work_dir_ = make_work_dir();
-  strategy_name_ = resolve_strategy_name(o_.strategy, o_.space);
   workers_ = std::make_unique<WorkerGroup>(make_launch(o_, work_dir_));
   SessionStatus outcome = SessionStatus::kFailed;
   try {
     observer_.note("starting the trial workers...");
     hello_ = workers_->start();
-    fp_ = fingerprint({hello_.torch_version});
+    // The workers' node count (the key's), as the plan's was the launch's.
+    strategy_name_ = resolve_strategy_name(o_.strategy, o_.space, hello_.nnodes);
+    fp_ = fingerprint({JobVersions{hello_.torch_version, hello_.nccl_version, hello_.cuda_version,
+                                   hello_.torch_nccl_version, hello_.torch_cuda_version}});
     store_.record_instance_type(fp_);
     observer_.note(describe_workers(hello_));
     open_session();

@@ -262,17 +262,17 @@ const std::vector<StrategyInfo>& strategies() {
   static const std::vector<StrategyInfo> list = {
       {"model", "guided by the step model: lowest predicted step first, prune at +10% (or its worst miss), stop within 5% "
        "of the bound, only while the link fit explains the times within 10%",
-       [](const SearchSpace& space) { return space.size() >= kDescentMinPoints; },
+       [](const SearchSpace& space, int nnodes) { return space.size() >= kDescentMinPoints && nnodes >= 2; },
        [](const SearchSpace& space, const StrategyOptions& options) -> std::unique_ptr<Strategy> {
          return std::make_unique<ModelStrategy>(space, options);
        }},
       {"descent", "coordinate descent over the knobs, seeded knob order, noise margin",
-       [](const SearchSpace& space) { return space.size() >= kDescentMinPoints; },
+       [](const SearchSpace& space, int) { return space.size() >= kDescentMinPoints; },
        [](const SearchSpace& space, const StrategyOptions& options) -> std::unique_ptr<Strategy> {
          return std::make_unique<DescentStrategy>(space, options);
        }},
       {"grid", "every config of the search space",
-       [](const SearchSpace&) { return true; },
+       [](const SearchSpace&, int) { return true; },
        [](const SearchSpace& space, const StrategyOptions&) -> std::unique_ptr<Strategy> {
          return std::make_unique<GridStrategy>(space);
        }},
@@ -280,18 +280,17 @@ const std::vector<StrategyInfo>& strategies() {
   return list;
 }
 
-std::string resolve_strategy_name(const std::string& name, const SearchSpace& space) {
+std::string resolve_strategy_name(const std::string& name, const SearchSpace& space, int nnodes) {
   for (const auto& info : strategies()) {
-    if (name == "auto" ? info.enabled(space) : name == info.name) return info.name;
+    if (name == "auto" ? info.enabled(space, nnodes) : name == info.name) return info.name;
   }
   ACS_THROW(InvalidArgument, "--strategy '{}' is not one of {}", name, fmt::join(names_with_auto(), ", "));
 }
 
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const SearchSpace& space,
                                         const StrategyOptions& options) {
-  const std::string resolved = resolve_strategy_name(name, space);
   for (const auto& info : strategies()) {
-    if (info.name == resolved) return info.make(space, options);
+    if (info.name == name) return info.make(space, options);
   }
   ACS_THROW(InvalidArgument, "--strategy '{}' is not one of {}", name, fmt::join(names_with_auto(), ", "));
 }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "acspeed/job_versions.h"
+
 namespace acspeed {
 
 struct GpuInfo {
@@ -21,8 +23,9 @@ struct GpuInfo {
 };
 
 struct FingerprintOptions {
-  // Versions only the caller knows (the Python side knows torch's); empty = "unknown".
-  std::string torch_version;
+  // The versions the job's torch reports (job_versions.h), which only the caller knows; nullopt:
+  // "unknown" in the details (the key never depends on them).
+  std::optional<JobVersions> versions;
   // Overrides for tests; nullopt = detect.
   std::optional<GpuInfo> gpu;
   std::optional<std::string> cpu_model;
@@ -33,8 +36,8 @@ struct Fingerprint {
   std::string instance_type;  // the key decisions are stored under
   std::string detected_key;   // what the hardware says, even when an explicit name is used
   bool explicit_name = false; // instance_type came from ACSPEED_INSTANCE_TYPE
-  // Recorded beside the key: gpu_model, gpu_count, interconnect, driver, cuda, nccl, torch,
-  // cpu_model, cpu_cores.
+  // Recorded beside the key: gpu_model, gpu_count, interconnect, driver, cpu_model, cpu_cores, and
+  // the job's torch, nccl and cuda as job_versions.h writes them ("not used (CPU job; ...)").
   std::map<std::string, std::string> details;
 };
 
@@ -43,9 +46,6 @@ Fingerprint fingerprint(const FingerprintOptions& options = {});
 // The hardware key for a node; pure function of its inputs (unit-tested).
 std::string hardware_key(const std::optional<GpuInfo>& gpu, const std::string& cpu_model, int cpu_cores);
 
-// Library versions found at run time ("unknown" when a library cannot be loaded).
-std::string nccl_version();
-std::string cuda_runtime_version();
 std::optional<GpuInfo> detect_gpus();
 
 // "major.minor" of a version string such as "2.28.9" or "2.15.0+cu132"; the input when it has no dot.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "acspeed/config.h"
+#include "acspeed/job_versions.h"
 #include "acspeed/store.h"
 #include "acspeed/tuner/step_model.h"
 #include "acspeed/tuner/trial_metrics.h"
@@ -95,6 +96,11 @@ struct Report {
   // objects or of more than a dozen values are summarised; the JSON report has them whole).
   std::vector<std::pair<std::string, std::string>> versions, search_space, options;
 };
+
+// The versions a decision was tuned under, as every command shows them (job_versions.h): those it
+// records (what the lookup compares), with what torch bundled from its session's versions
+// (`session_versions_json`; "" when the session is gone).
+JobVersions tuned_versions(const Decision& decision, const std::string& session_versions_json);
 
 // Reads session `session_id` from `store` and computes the report. Throws InvalidArgument when the
 // store has no such session.

@@ -99,16 +99,19 @@ struct StrategyOptions {
 struct StrategyInfo {
   std::string name;
   std::string summary;
-  bool (*enabled)(const SearchSpace& space);
+  // Whether `auto` may pick it for this space on `nnodes` nodes (the step model forecasts only the
+  // inter-node link: on one node `model` would never forecast and run coordinate descent instead).
+  bool (*enabled)(const SearchSpace& space, int nnodes);
   std::unique_ptr<Strategy> (*make)(const SearchSpace& space, const StrategyOptions& options);
 };
 
 // The implementations in `auto` preference order.
 const std::vector<StrategyInfo>& strategies();
-// `name` = auto or one of strategies(); throws InvalidArgument naming the accepted names.
+// `name` = one of strategies() (resolve `auto` first); throws InvalidArgument naming the accepted names.
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const SearchSpace& space,
                                         const StrategyOptions& options);
-// The name `auto` resolves to for this space (or `name` itself, after checking it).
-std::string resolve_strategy_name(const std::string& name, const SearchSpace& space);
+// The name `auto` resolves to for this space on `nnodes` nodes (or `name` itself, after checking
+// it): what the plan announces and the session runs.
+std::string resolve_strategy_name(const std::string& name, const SearchSpace& space, int nnodes);
 
 }  // namespace acspeed::tuner
