@@ -6,7 +6,7 @@ so explain and `import acspeed` always compare like with like.
 NCCL and CUDA are torch's own (torch bundles its NCCL, which need not be the system library the C++
 tools load), and only when torch can use CUDA here: a CPU job has none ("" = no check). What torch
 bundles is reported beside them whether it is used or not (`torch_nccl`, `torch_cuda`), so every
-command can say "NCCL: not used (CPU job; torch bundles 2.30.7)" (runtime/job_versions.h)."""
+command can say "NCCL: not used (CPU job; torch bundles 2.30.7)" (runtime/include/acspeed/job_versions.h)."""
 import json
 from typing import Dict
 

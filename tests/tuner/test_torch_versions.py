@@ -2,7 +2,7 @@
 differs from the system library the C++ tools could load: here 2.28.9 against torch's), and
 `explain` and `import acspeed` compare a decision with torch's, so they agree and a GPU decision is
 not refused as stale. `fingerprint`, `explain`, `configs show` and the reports show those versions
-the same way (runtime/job_versions.h): on a CPU job "NCCL: not used (CPU job; torch bundles X)".
+the same way (runtime/include/acspeed/job_versions.h): on a CPU job "NCCL: not used (CPU job; torch bundles X)".
 Runs without a GPU: the tuner talks to the fake rank 0, explain to a torch patched to report CUDA.
 About 20 s."""
 import json
