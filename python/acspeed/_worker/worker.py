@@ -297,6 +297,8 @@ def main(argv=None) -> int:
                                     param_bytes=sum(p.numel() * p.element_size() for p in params),
                                     gradients=_gradient_layout(params), torch_version=versions["torch"],
                                     nccl_version=versions["nccl"], cuda_version=versions["cuda"],
+                                    torch_nccl_version=versions["torch_nccl"],
+                                    torch_cuda_version=versions["torch_cuda"],
                                     batch_size=args.batch_size, precision=args.precision,
                                     probe="" if trainer._probes is None else "acspeed.probes"))
     while True:
