@@ -75,8 +75,9 @@ TEST(KnobRows, SayWhichKnobsALiveJobCanSwitch) {
     if (knob.switchable) switchable.insert(knob.name);
     EXPECT_FALSE(knob.switchable && knob.before_communicator) << knob.name << ": an instance knob is never switched";
   }
+  // The NCCL rules (chunk size included) reach a live job through the plugin's rules setter.
   EXPECT_EQ(switchable, (std::set<std::string>{"bucket_mb", "algorithm", "streams", "nccl_algorithm", "nccl_protocol",
-                                               "nccl_channels"}));
+                                               "nccl_channels", "nccl_chunk_bytes"}));
   // A DDP argument is the config's own key: a job's argument reads as a config.
   const nlohmann::json config = CommConfig{};
   std::set<std::string> arguments;
@@ -180,8 +181,8 @@ TEST(OnlineTuner, SearchesPairsDropsTheClearlySlowerAndSettlesOnTheFasterConfig)
   int candidates = 0, baselines = 0;
   for (const auto& w : windows) {
     if (!w.used || w.phase != "decision") continue;
-    (w.trial_role() == "candidate" ? candidates : baselines)++;
-    EXPECT_TRUE(w.trial_role() == "candidate" || w.trial_role() == "baseline");
+    (w.trial_role() == TrialRole::kCandidate ? candidates : baselines)++;
+    EXPECT_TRUE(w.trial_role() == TrialRole::kCandidate || w.trial_role() == TrialRole::kBaseline);
   }
   EXPECT_EQ(candidates, 3);
   EXPECT_EQ(baselines, 3);
@@ -301,7 +302,7 @@ int64_t stored_session(Store& store, const std::string& signature, int nnodes, c
   hooked.bucket_count = 3;
   hooked.bucket_bytes = 46'800'000;
   hooked.comm_s = 0.38;
-  for (const auto& [role, metrics] : {std::pair{kRoleCompute, compute}, std::pair{kRoleCalibration, hooked}}) {
+  for (const auto& [role, metrics] : {std::pair{TrialRole::kCompute, compute}, std::pair{TrialRole::kCalibration, hooked}}) {
     TrialRecord trial;
     trial.session_id = id;
     trial.role = role;

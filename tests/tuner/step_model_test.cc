@@ -68,7 +68,7 @@ std::vector<ModelTrial> with_two_streams(std::vector<ModelTrial> trials) {
     TrialMetrics m = hooked(0, buckets, kPayload);
     m.comm_s = buckets / 2.0 * kLatency + kPayload / (2 * kBandwidth);
     m.p50_s = 0.085 + *m.comm_s;
-    trials.push_back({"search", two_streams(mb), m});
+    trials.push_back({TrialRole::kSearch, two_streams(mb), m});
   }
   return trials;
 }

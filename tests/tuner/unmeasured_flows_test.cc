@@ -46,7 +46,7 @@ std::vector<ModelTrial> calibration() {
   compute.p50_s = 0.110;
   compute.forward_s = 0.030;
   compute.optimizer_s = 0.010;
-  return {{kRoleCompute, CommConfig{}, compute}, {kRoleCalibration, CommConfig{}, trial_of(CommConfig{}, true)}};
+  return {{TrialRole::kCompute, CommConfig{}, compute}, {TrialRole::kCalibration, CommConfig{}, trial_of(CommConfig{}, true)}};
 }
 
 struct Search {
@@ -69,7 +69,7 @@ Search search(const std::function<ForecastFn(const StepModel&, const SearchSpace
     const CommConfig c = s.config_at(*point);
     const TrialMetrics m = trial_of(c, !c.is_default());
     out.measured.push_back(c);
-    trials.push_back({"search", c, m});
+    trials.push_back({TrialRole::kSearch, c, m});
     model = calibrate(trials, {2, 2});
     strategy->report(*point, m.p50_s);
     if (out.measured.size() > s.size()) break;
@@ -83,7 +83,7 @@ bool any_two_streams(const std::vector<CommConfig>& configs) {
 }
 
 TEST(UnmeasuredFlows, ATwoStreamConfigIsMeasuredBeforeTheModelStrategyStops) {
-  const Search run = search(model_forecast);
+  const Search run = search([](const StepModel& model, const SearchSpace& s) { return model_forecast(model, s); });
   ASSERT_FALSE(run.measured.empty());
   EXPECT_TRUE(run.measured.front().is_default());
   EXPECT_TRUE(any_two_streams(run.measured)) << run.summary;

@@ -70,16 +70,16 @@ std::optional<StepModel> online_step_model(const Store& store, const std::string
   return std::nullopt;
 }
 
-std::string WindowRecord::trial_role() const {
-  if (phase != "decision" || pair < 0) return "search";
-  return plan.role == WindowRole::kCandidate ? "candidate" : "baseline";
+TrialRole WindowRecord::trial_role() const {
+  if (phase != "decision" || pair < 0) return TrialRole::kSearch;
+  return plan.role == WindowRole::kCandidate ? TrialRole::kCandidate : TrialRole::kBaseline;
 }
 
 void to_json(nlohmann::json& j, const WindowRecord& w) {
   j = {{"index", w.plan.index},
        {"config", w.plan.config},
        {"role", w.plan.role == WindowRole::kCandidate ? "candidate" : "baseline"},
-       {"trial_role", w.trial_role()},
+       {"trial_role", to_string(w.trial_role())},
        {"phase", w.phase},
        {"pair", w.pair},
        {"steps", w.plan.steps},

@@ -63,6 +63,7 @@
 #include <nlohmann/json.hpp>
 
 #include "acspeed/config.h"
+#include "acspeed/roles_and_statuses.h"
 #include "acspeed/store.h"
 #include "acspeed/tuner/search_space.h"
 #include "acspeed/tuner/step_model.h"
@@ -125,8 +126,9 @@ struct WindowRecord {
   std::vector<double> step_times_s;  // the measured steps (the disturbed ones left out)
   std::vector<double> raw_step_times_s;  // every step pushed
   bool pushed = false;
-  // The trial role it is stored with (store.h): decision pairs "candidate"/"baseline", the rest "search".
-  std::string trial_role() const;
+  // The trial role it is stored with (roles_and_statuses.h): decision pairs candidate/baseline, the
+  // rest search.
+  TrialRole trial_role() const;
 };
 void to_json(nlohmann::json& j, const WindowRecord& w);
 
