@@ -20,5 +20,5 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython3_EXECUTABLE="$PYTHON" -DACSPEED_DEFAULT_PYTHON="$PYTHON" \
   -DACSPEED_FUZZ_RUNS="${ACSPEED_FUZZ_RUNS:-20000}" -DACSPEED_FUZZ_SEED="${ACSPEED_FUZZ_SEED:-1}" \
   >"$BUILD_DIR/configure.log" 2>&1 || { cat "$BUILD_DIR/configure.log"; exit 1; }
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target acspeed_fuzz_targets  # 14 parser sources + 6 targets
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target acspeed_fuzz_targets  # 20 parser sources + 6 targets
 ctest --test-dir "$BUILD_DIR" --output-on-failure -R '^fuzz_.*_libfuzzer$'

@@ -25,7 +25,7 @@ stage "setup and build: $((SECONDS - start)) s"
 status=0
 fuzz_pid=
 if [ ${#quick[@]} = 0 ] && command -v clang++ >/dev/null; then
-  # libFuzzer over the parsers (docs/reliability.md): a clang build of 19 sources in build-fuzz/ and
+  # libFuzzer over the parsers (docs/reliability.md): a clang build of 20 sources in build-fuzz/ and
   # 20000 runs per target, seed 1 (about a minute of CPU for the runs, two for a first build).
   fuzz_log=$(mktemp)
   (start=$SECONDS code=0; "$ROOT/scripts/fuzz.sh" || code=$?; stage "fuzz stage: $((SECONDS - start)) s"; exit $code) \
