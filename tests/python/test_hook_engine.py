@@ -4,6 +4,8 @@ parameters too), gradient_as_bucket_view and two DDP models in one backward, eac
 same variant of plain DDP (or of torch's compress hook); a bucket out of order; hook setup failing on
 one rank; buffers reused across steps; the lane cap; the compression guard with and without AMP's
 GradScaler. About 50 s on two cores."""
+import re
+
 import pytest
 
 from ddp_harness import run_ranks
@@ -46,6 +48,13 @@ def test_a_bucket_out_of_order_is_an_error_under_strict(observed):
     assert len(warnings) == 1 and "bucket 1 while bucket 2 was due" in warnings[0], warnings
 
 
+def _names_rank_1(message: str) -> bool:
+    """The failure names rank 1, where it was injected. Rank 0 may be named before it: when rank 1
+    destroys the group it just made, rank 0's first use of its end can fail too (gloo: the peer closed
+    the connection), depending on which rank gets there first (seen under load)."""
+    return re.search(r"on rank\(s\) (?:0 \(.*\); )?1 \(", message) is not None
+
+
 @pytest.mark.parametrize("what, named", [("group", "injected group failure"), ("topology", "injected: no host name")])
 def test_setup_failing_on_one_rank_leaves_none_hanging(observed, what, named):
     for rank_seen in observed:
@@ -53,10 +62,10 @@ def test_setup_failing_on_one_rank_leaves_none_hanging(observed, what, named):
         assert not seen["hook"] and seen["equal"], seen  # DDP's defaults, and training went on
         # Under ACSPEED_STRICT=1 every rank raises, naming the rank that failed and why.
         assert seen["strict"].startswith("acspeed (ACSPEED_STRICT=1): could not set up acspeed's comm hook"), seen
-        assert "on rank(s) 1 (" in seen["strict"] and named in seen["strict"], seen
+        assert _names_rank_1(seen["strict"]) and named in seen["strict"], seen
     lines = [line for _, line in observed[0][f"setup/{what}"]["log"]]
     assert len(lines) == 1 and "could not set up acspeed's comm hook" in lines[0], lines
-    assert "on rank(s) 1 (" in lines[0] and named in lines[0], lines
+    assert _names_rank_1(lines[0]) and named in lines[0], lines
     assert observed[1][f"setup/{what}"]["log"] == []
 
 
