@@ -299,6 +299,7 @@ def main(argv=None) -> int:
                                     nccl_version=versions["nccl"], cuda_version=versions["cuda"],
                                     torch_nccl_version=versions["torch_nccl"],
                                     torch_cuda_version=versions["torch_cuda"],
+                                    process_group=versions["process_group"],
                                     batch_size=args.batch_size, precision=args.precision,
                                     probe="" if trainer._probes is None else "acspeed.probes"))
     while True:

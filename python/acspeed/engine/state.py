@@ -1,6 +1,6 @@
 """The DDP comm hook that realises a config: algorithm x streams x compression.
 
-    state = HookState.create(config, group, params)   # collective: builds lanes, probes the backend
+    state = HookState.create(config, group, params)   # collective: builds lanes, checks the backend's collectives
     ddp.register_comm_hook(state, comm_hook)          # acspeed does this at construction (install)
 
 Per bucket, in the hook call (DDP's backward thread; see issue.py for why the order is the same on
@@ -44,7 +44,7 @@ from .. import _log, _runtime, decision, scaler
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
 from .cast import Cast
-from .collectives import PROBES, Collectives
+from .collectives import CHECKED_OPS, Collectives
 from .compressor import Compressor, compressor_for
 from .guard import Guarded
 from .issue import Job, issuer_for
@@ -80,7 +80,7 @@ def _with_local_graph(local: torch.Tensor, reduced: torch.Tensor, world_size: in
 
 class _Wiring:
     """The lanes of one config (its algorithm, streams and lane slots) with the backend's collectives
-    probed on them and the compressor built with them. A hook state keeps the wiring of every
+    checked on them and the compressor built with them. A hook state keeps the wiring of every
     config it ran, so a config that comes back (online tuning alternates two) reuses its lanes."""
 
     def __init__(self, key: tuple, lanes: List[Lane], collectives: Collectives, compressor: Compressor):
@@ -90,15 +90,15 @@ class _Wiring:
     def key_of(config: "CommConfig", algorithm, compressor: Compressor) -> tuple:
         return config.algorithm, min(config.streams, MAX_LANES), tuple(compressor.roles(algorithm))
 
-    def probed(self, dtype: Optional[torch.dtype]) -> bool:
-        """Whether the backend's all-reduce of `dtype` (a compressor's wire dtype) was probed here."""
+    def checked(self, dtype: Optional[torch.dtype]) -> bool:
+        """Whether the backend's all-reduce of `dtype` (a compressor's wire dtype) was checked here."""
         return dtype is None or ("all_reduce", dtype) in self.collectives.native
 
     @classmethod
     def build(cls, config: "CommConfig", group, params: List[torch.nn.Parameter], issuer,
               topology: Optional[Topology], device: torch.device) -> "_Wiring":
         """Collective over the default group (new process groups) and over `group` (agreement,
-        probes); every rank raises RuntimeError if any rank fails."""
+        the backend check); every rank raises RuntimeError if any rank fails."""
         backend = str(dist.get_backend(group))
         ranks = sorted(dist.get_process_group_ranks(group))
         algorithm = ALGORITHMS[config.algorithm]
@@ -118,8 +118,8 @@ class _Wiring:
                 raise RuntimeError(describe_failures(failed))
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
             wanted = compressor.wire_dtype
-            ops = ("all_reduce",) if config.algorithm == "allreduce" else PROBES
-            collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
+            ops = ("all_reduce",) if config.algorithm == "allreduce" else CHECKED_OPS
+            collectives = Collectives.detect(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
             # What the hook cannot build from anything else: an asynchronous all-reduce with a future of
             # the gradients' dtypes (some backends' Work has none), and hierarchical's reduce/broadcast.
             needed = ("all_reduce", "reduce", "broadcast") if algorithm.by_node else ("all_reduce",)
@@ -186,7 +186,7 @@ class HookState:
     @classmethod
     def create(cls, config: "CommConfig", group, params: List[torch.nn.Parameter]) -> "HookState":
         """Collective over the default group (new process groups) and over `group` (topology,
-        agreement, probes). If any rank cannot build its part, every rank raises RuntimeError (none
+        agreement, the backend check). If any rank cannot build its part, every rank raises RuntimeError (none
         is left waiting) naming the ranks and their errors."""
         device = params[0].device if params else torch.device("cpu")
         issuer = issuer_for(device, str(dist.get_backend(group)))
@@ -203,10 +203,10 @@ class HookState:
         """Hands the hook a new config (the seam for tuning inside a live job: whoever owns the step
         count calls it on every rank in the same step, as acspeed.online does at a window
         boundary). It takes over at the next step's bucket 0, never within a step. Local when lanes
-        of the new config's algorithm, streams and lane slots were built already and probed its
+        of the new config's algorithm, streams and lane slots were built already and checked its
         wire dtype (e.g. to none from fp16/bf16, PowerSGD's rank and start step, which start with
         fresh factors, or back to a config that ran before). Otherwise its lanes are built now, a
-        collective (new process groups, agreement and probes, like create), so every rank must
+        collective (new process groups, agreement and the backend check, like create), so every rank must
         call it at the same point; RuntimeError as in create. DDP's own knobs (bucket_cap_mb, ...)
         are not the hook's."""
         algorithm = ALGORITHMS[config.algorithm]
@@ -216,7 +216,7 @@ class HookState:
         compressor = compressor_for(config, algorithm, topology, self._params)
         key = _Wiring.key_of(config, algorithm, compressor)
         wiring = self._wirings.get(key)
-        if wiring is None or not wiring.probed(compressor.wire_dtype):
+        if wiring is None or not wiring.checked(compressor.wire_dtype):
             wiring = _Wiring.build(config, self._group, self._params, self.issuer, topology, self.device)
             self._wirings[key] = wiring
             self._built.append(wiring)
