@@ -438,6 +438,9 @@ class Stepper:
         speedup = (f" ({tuner.speedup:.3f}x the job's own DDP, 95% interval [{tuner.ci_low:.3f}, {tuner.ci_high:.3f}])"
                    if tuner.speedup is not None else "")
         line = f"online tuning settled after {self.steps} steps on {tuner.decision.describe()}{speedup}"
+        if not tuner.decision.needs_comm_hook():
+            line += (" (acspeed's plain all-reduce hook stays in this job's step path: removing it rebuilds DDP's "
+                     "reducer, which acspeed does not do inside a job yet; the next run builds DDP without it)")
         self.writer = threading.Thread(target=self._store, args=(line,), name="acspeed-online-store", daemon=True)
         self.writer.start()
 
