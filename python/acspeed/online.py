@@ -435,9 +435,13 @@ class Stepper:
         tuner = self.tuner
         if tuner is None or not tuner.settled:  # abandoned: rank 0 warned already
             return
-        speedup = (f" ({tuner.speedup:.3f}x the job's own DDP, 95% interval [{tuner.ci_low:.3f}, {tuner.ci_high:.3f}])"
-                   if tuner.speedup is not None else "")
+        kept = tuner.decision == tuner.baseline  # the verdict's speedup, if any, is the rejected candidate's
+        speedup = (f" ({tuner.note})" if kept or tuner.speedup is None else
+                   f" ({tuner.speedup:.3f}x the job's own DDP, 95% interval [{tuner.ci_low:.3f}, {tuner.ci_high:.3f}])")
         line = f"online tuning settled after {self.steps} steps on {tuner.decision.describe()}{speedup}"
+        if not tuner.decision.needs_comm_hook():
+            line += (" (acspeed's plain all-reduce hook stays in this job's step path: removing it rebuilds DDP's "
+                     "reducer, which acspeed does not do inside a job yet; the next run builds DDP without it)")
         self.writer = threading.Thread(target=self._store, args=(line,), name="acspeed-online-store", daemon=True)
         self.writer.start()
 

@@ -44,8 +44,9 @@ def flat_params(module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in module.parameters()])
 
 
-def train(ddp, rank: int, steps: int = STEPS, micro: int = 1) -> torch.Tensor:
-    """SGD with momentum; `micro` > 1 accumulates micro-batches under no_sync before the synced one."""
+def train(ddp, rank: int, steps: int = STEPS, micro: int = 1, stop_when=None) -> torch.Tensor:
+    """SGD with momentum; `micro` > 1 accumulates micro-batches under no_sync before the synced one;
+    `stop_when()` true after a step ends the training there."""
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = batches(rank, steps * micro)
     for step in range(steps):
@@ -56,6 +57,8 @@ def train(ddp, rank: int, steps: int = STEPS, micro: int = 1) -> torch.Tensor:
             with context:
                 torch.nn.functional.mse_loss(ddp(x), y).backward()
         optimizer.step()
+        if stop_when is not None and stop_when():
+            break
     return flat_params(ddp)
 
 

@@ -1,7 +1,6 @@
 """Worker-side scenarios for online tuning (run inside ddp_harness ranks; tests/python/test_online.py).
 The test-only clock seam (acspeed.online.testing) forces window times; everything else is real:
 gloo, acspeed's hook, the boundary collective, the switches."""
-import contextlib
 import logging
 
 import torch
@@ -11,7 +10,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import acspeed
 import acspeed._patch
 import acspeed.online
-from ddp_scenarios import batches, environment, flat_params, make_model
+from ddp_scenarios import environment, flat_params, make_model, train
 
 # Short windows so a test settles in well under 200 steps of the tiny model.
 WINDOWS = {"warmup": 2, "window_steps": 3, "discard_steps": 1}
@@ -39,22 +38,6 @@ def _tuned(ddp):
     return state, state.stepper, log
 
 
-def train(ddp, rank: int, steps: int, micro: int = 1, stop_when=None) -> int:
-    """SGD with momentum, `micro` micro-batches per step (no_sync before the last); returns the steps run."""
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    data = batches(rank, steps * micro)
-    for step in range(steps):
-        optimizer.zero_grad()
-        for index in range(micro):
-            x, y = data[step * micro + index]
-            with ddp.no_sync() if index < micro - 1 else contextlib.nullcontext():
-                torch.nn.functional.mse_loss(ddp(x), y).backward()
-        optimizer.step()
-        if stop_when is not None and stop_when():
-            return step + 1
-    return steps
-
-
 def chooses_the_faster(rank: int, world_size: int) -> dict:
     """reduce_scatter (whatever its streams) is decisively faster from window 5 on; everything else
     takes 0.1 s a step."""
@@ -62,11 +45,11 @@ def chooses_the_faster(rank: int, world_size: int) -> dict:
                            and window >= 5 else 0.1 + 0.001 * r, **WINDOWS)
     ddp = DDP(make_model(), bucket_cap_mb=0.001)
     state, stepper, log = _tuned(ddp)
-    ran = train(ddp, rank, 400, stop_when=lambda: stepper.done)
+    train(ddp, rank, 400, stop_when=lambda: stepper.done)
     windows = [[plan[0], plan[1], plan[2]] for _, plan in sorted(stepper.plans.items())]
     first_x = next(k for k, (ordinal, _, _) in enumerate(windows)
                    if stepper.configs[ordinal].algorithm == "reduce_scatter")
-    out = {"ran": ran, "switches": stepper.switches, "steps": log.steps, "final": state.config.describe(),
+    out = {"ran": len(log.steps), "switches": stepper.switches, "steps": log.steps, "final": state.config.describe(),
            "first_x_window": first_x, "lanes": len(state.lanes)}
     if rank == 0:
         import json

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <random>
+#include <stdexcept>
 #include <set>
 #include <filesystem>
 #include <string>
@@ -325,14 +327,32 @@ int64_t stored_session(Store& store, const std::string& signature, int nnodes, c
   return id;
 }
 
-TEST(OnlineStepModel, ComesFromAStoredSessionOfTheSameModelInstanceTypeAndNodeCount) {
-  char pattern[] = "/tmp/acspeed-online-test-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  {
+// A store in a fresh temporary folder, removed with it.
+class TempStore {
+ public:
+  TempStore() {
+    char pattern[] = "/tmp/acspeed-online-test-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
     StoreOptions options;
-    options.path = dir + "/acspeed.db";
-    auto store = Store::open(options);
+    options.path = dir_ + "/acspeed.db";
+    store_ = Store::open(options);
+  }
+  ~TempStore() {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  Store& operator*() { return *store_; }
+  Store* operator->() { return store_.get(); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST(OnlineStepModel, ComesFromAStoredSessionOfTheSameModelInstanceTypeAndNodeCount) {
+  {
+    TempStore store;
     stored_session(*store, "sig-a", 2, "fp32", true);
     stored_session(*store, "sig-a", 2, "amp", false);  // newer, but no compute step: not a model
     stored_session(*store, "sig-b", 2, "fp32", false);
@@ -344,17 +364,11 @@ TEST(OnlineStepModel, ComesFromAStoredSessionOfTheSameModelInstanceTypeAndNodeCo
     EXPECT_FALSE(online_step_model(*store, "box", "sig-b", "fp32", 2).has_value());  // no model stored
     EXPECT_FALSE(online_step_model(*store, "other", "sig-a", "fp32", 2).has_value());
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(OnlineStore, ASettledTunerIsASessionOfKindOnlineThatNeverDeactivatesAnOfflineDecision) {
-  char pattern[] = "/tmp/acspeed-online-test-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
   {
-    StoreOptions store_options;
-    store_options.path = dir + "/acspeed.db";
-    auto store = Store::open(store_options);
+    TempStore store;
     OnlineTuner tuner(two_nodes(), options(2));
     OnlineJob job;
     job.key = {"box", "sig-a", "fp32", 2, 2, false};
@@ -392,7 +406,6 @@ TEST(OnlineStore, ASettledTunerIsASessionOfKindOnlineThatNeverDeactivatesAnOffli
     EXPECT_EQ(second.inactive_because, fmt::format("decision #{} (imported) is active for this key", offline_id));
     EXPECT_EQ(store->active_decision(job.key)->id, offline_id);
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(OnlineTuner, RefusesWindowsOutOfTurnAndBadTimes) {
