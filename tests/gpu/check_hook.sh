@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# GPU check: acspeed's own comm hook on NCCL (run by tests/gpu/run.sh).
+# GPU check: acspeed's own comm hook on NCCL (run by tests/gpu/run.sh), on every NCCL process group
+# the torch has (torch 2.15: nccl2, then the classic group through TORCH_DIST_USE_NCCL2=0; torch 2.11:
+# the classic group, and it says "nccl2: not in this torch").
 #
 # Two processes share the one GPU and pose as two nodes (tests/gpu/lib.sh: NCCL_HOSTID differs,
 # NCCL's socket transport over loopback). The worker (hook_ddp.py) trains each algorithm (allreduce
@@ -37,22 +39,40 @@ worker() {
   local rank=$1 world=$2 stage=$3 port=$4
   timeout --kill-after=5 "$worker_timeout" env RANK="$rank" WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 \
     MASTER_PORT="$port" ACSPEED_DISABLE=1 PYTHONPATH="$(worker_pythonpath)" "${@:5}" \
-    "$python" "$repo/tests/gpu/hook_ddp.py" --out "$logs" >"$logs/$stage.rank$rank.out" 2>&1
+    "$python" "$repo/tests/gpu/hook_ddp.py" --out "$out" >"$logs/$stage.rank$rank.out" 2>&1
 }
 
-echo "--- two processes on one GPU posing as two nodes"
-worker_timeout=$(worker_limit "${ACSPEED_HOOK_WORKER_TIMEOUT:-40}" 15 "the two ranks") || exit 1
-run_two_emulated_nodes hook
-rc=$?
-((two_nodes_skipped == 0)) || exit 77
-grep -h '^ACSPEED_CHECK' "$logs"/hook.rank*.out
-case $rc in
-  0) ;;
-  124 | 137) fail "a worker ran past ${worker_timeout}s (a deadlock?): $(tail -5 "$logs"/hook.rank*.out)" ;;
-  *) fail "a worker found a problem or failed (exit $rc): $(tail -5 "$logs"/hook.rank*.out)" ;;
-esac
-for rank in 0 1; do
-  [[ -f "$logs/result-rank$rank.json" ]] || fail "rank $rank wrote no result"
+# Once per NCCL process group this torch has (torch 2.15: nccl2 and the classic group; 2.11: the
+# classic one), each with its share of the time left; the workers say which implementation ran.
+mapfile -t groups < <(nccl_process_groups)
+ran=()
+for entry in "${groups[@]}"; do
+  read -r use_nccl2 impl <<<"$entry"
+  stage=hook-$impl
+  out=$logs/$impl
+  mkdir -p "$out"
+  echo "--- $impl: two processes on one GPU posing as two nodes"
+  share=$(((${ACSPEED_HOOK_WORKER_TIMEOUT:-40} * (${#groups[@]} - ${#ran[@]})) / ${#groups[@]}))
+  worker_timeout=$(worker_limit "$((share < 15 ? 15 : share))" 15 "the two ranks on $impl") || exit 1
+  if [[ "$use_nccl2" == - ]]; then
+    run_two_emulated_nodes "$stage"
+  else
+    run_two_emulated_nodes "$stage" TORCH_DIST_USE_NCCL2="$use_nccl2"
+  fi
+  rc=$?
+  ((two_nodes_skipped == 0)) || exit 77
+  grep -h '^ACSPEED_CHECK' "$logs/$stage".rank*.out
+  case $rc in
+    0) ;;
+    124 | 137) fail "$impl: a worker ran past ${worker_timeout}s (a deadlock?): $(tail -5 "$logs/$stage".rank*.out)" ;;
+    *) fail "$impl: a worker found a problem or failed (exit $rc): $(tail -5 "$logs/$stage".rank*.out)" ;;
+  esac
+  for rank in 0 1; do
+    [[ -f "$out/result-rank$rank.json" ]] || fail "$impl: rank $rank wrote no result"
+    grep -q "^ACSPEED_CHECK rank $rank: process group $impl\$" "$logs/$stage.rank$rank.out" ||
+      fail "rank $rank did not run on $impl: $(grep '^ACSPEED_CHECK.*process group' "$logs/$stage.rank$rank.out")"
+  done
+  ran+=("$impl")
+  pass "$impl: every config: parameters equal the reference, NCCL overlapped compute, one stream per lane, lanes overlapped, no host sync in backward"
 done
-pass "every config: parameters equal the reference, NCCL overlapped compute, one stream per lane, lanes overlapped, no host sync in backward"
-echo "hook: passed"
+echo "hook: passed on ${ran[*]}"

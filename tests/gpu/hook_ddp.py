@@ -118,6 +118,7 @@ def main():
 
     import acspeed._patch
     from acspeed import _runtime, _supported
+    from acspeed.versions import process_group_impl
 
     cuda = args.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
@@ -127,6 +128,9 @@ def main():
         from acspeed._probes import kernel_overlap  # built by check_hook.sh (tests/gpu/lib.sh)
     else:
         dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    # Which implementation runs "nccl" (torch 2.15: nccl2 unless TORCH_DIST_USE_NCCL2=0): check_hook.sh
+    # asserts it is the one it asked for.
+    print(f"ACSPEED_CHECK rank {rank}: process group {process_group_impl()}", flush=True)
     generator = torch.Generator().manual_seed(100 + rank)
     batches = [(torch.randn(256, args.width, generator=generator).to(device),
                 torch.randn(256, 16, generator=generator).to(device)) for _ in range(WARMUP + PROFILED)]

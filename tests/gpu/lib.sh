@@ -16,6 +16,24 @@ require_cuda_torch() {
   fi
 }
 
+# The NCCL process groups torch under $python has, one line each: "<TORCH_DIST_USE_NCCL2 value> <the
+# implementation it builds for backend="nccl">" (docs/nccl2.md). torch 2.14/2.15 register nccl2 beside
+# the classic group (entry points of torch.distributed.backends): "1 nccl2" and "0 nccl" (torch names
+# the classic group's implementation "nccl"). Older torch has the classic group only: "- nccl", and it
+# says "nccl2: not in this torch" on stderr.
+nccl_process_groups() {
+  local names
+  names=$("$python" -c 'from importlib.metadata import entry_points
+print(" ".join(e.name for e in entry_points(group="torch.distributed.backends")))' 2>&1) ||
+    fail "$python cannot list torch's distributed backends: $names"
+  if [[ " $names " == *" nccl2 "* ]]; then
+    printf '1 nccl2\n0 nccl\n'
+  else
+    echo "nccl2: not in this torch" >&2
+    echo "- nccl"
+  fi
+}
+
 # The tuner ABI version the NCCL of torch under $python asks for first: 6 (with getChunkSize) from
 # NCCL 2.30 on, else 5 (NCCL 2.28-2.29; NCCL v2.30.7-1 src/plugin/tuner.cc tries v6, then v5).
 nccl_tuner_abi() {
@@ -93,7 +111,8 @@ build_probes() {
 # nodes sharing the one GPU (NCCL_HOSTID differs, NCCL's socket transport over loopback: the same
 # settings `import acspeed` gives each rank under ACSPEED_SHARE_GPUS=1, python/acspeed/share_gpus.py). Returns
 # the last failing worker's status; returns 0 after saying so when the GPU's compute mode is
-# exclusive and the stage cannot run (then $two_nodes_skipped is 1).
+# exclusive and the stage cannot run (then $two_nodes_skipped is 1). $1: the stage; further arguments
+# are VAR=value settings for both workers.
 two_nodes_skipped=0
 run_two_emulated_nodes() {
   local stage=$1 mode port rank pid rc=0 pids=()
@@ -106,7 +125,7 @@ run_two_emulated_nodes() {
   port=$(free_port)
   for rank in 0 1; do
     worker "$rank" 2 "$stage" "$port" NCCL_HOSTID="acspeed-emulated-node-$rank" NCCL_SOCKET_IFNAME=lo \
-      NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 &
+      NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 "${@:2}" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done

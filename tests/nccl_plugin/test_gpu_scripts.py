@@ -208,6 +208,23 @@ def test_worker_limits_end_before_the_checks_cap(repo_root):
     assert short.stderr.strip() == "FAIL: stage 2 needs at least 10s; 5s of the check's 15s cap are left"
 
 
+def test_the_hook_check_runs_on_every_nccl_process_group_the_torch_has(repo_root, tmp_path):
+    """torch 2.15 (this machine's) registers nccl2 beside the classic group: both are run, nccl2
+    through TORCH_DIST_USE_NCCL2=1, the classic one through =0. A torch without nccl2 (the lent
+    machines' 2.11, stood in for by an interpreter listing its backends) runs the classic one and
+    says why not nccl2."""
+    def groups(python: str) -> subprocess.CompletedProcess:
+        script = f'python={python} repo=.; source {repo_root}/tests/gpu/lib.sh; nccl_process_groups'
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    both = groups(sys.executable)
+    assert both.returncode == 0 and both.stdout == "1 nccl2\n0 nccl\n", both
+    older = tmp_path / "python-torch-2.11"
+    older.write_text("#!/bin/sh\necho 'mpi gloo nccl ucc'\n")
+    older.chmod(0o755)
+    one = groups(str(older))
+    assert one.returncode == 0 and one.stdout == "- nccl\n" and one.stderr == "nccl2: not in this torch\n", one
+
+
 @pytest.mark.parametrize("setting, value", [("ACSPEED_GPU_CHECK_TIMEOUT", "abc"), ("ACSPEED_GPU_RUN_TIMEOUT", "0"),
                                             ("ACSPEED_GPU_CHECK_TIMEOUT", "-5"), ("ACSPEED_GPU_INSTALL_TIMEOUT", "1.5")])
 def test_run_sh_refuses_a_time_limit_that_is_not_a_positive_number(repo_root, tmp_path, setting, value):

@@ -66,6 +66,27 @@ def test_every_command_shows_a_cpu_jobs_versions_the_same_way(tune, tmp_path):
     assert "| nccl | not used (CPU job; torch bundles 2.30.7) |" in tune("report", "--format", "md").stdout
 
 
+def test_the_session_records_which_process_group_ran_its_trials(tune):
+    """torch 2.15's backend="nccl" is nccl2, 2.11's the classic group: the session keeps the
+    implementation the workers' hello names, and the report shows it beside the versions."""
+    tune("--model", "fake", "--nproc-per-node", "2", "--warmup", "1", "--steps", "3", "--repeats", "3",
+         ACSPEED_PYTHON=os.path.join(HERE, "fake_worker.py"), FAKE_WORKER_HELLO=json.dumps({"process_group": "nccl2"}))
+    assert "| process\\_group | nccl2 |" in tune("report", "--format", "md").stdout
+
+
+def test_job_versions_name_the_default_groups_implementation(tmp_path):
+    """No process group: "" (what `python -m acspeed.versions` prints); inside a gloo job: "gloo",
+    from get_backend_impl where this torch has it."""
+    code = ("import json, torch.distributed as dist\n"
+            "from acspeed.versions import job_versions\n"
+            "before = job_versions()['process_group']\n"
+            "dist.init_process_group('gloo', init_method='file://' + __import__('sys').argv[1], rank=0, world_size=1)\n"
+            "print(json.dumps([before, job_versions()['process_group']]))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "rendezvous")], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert json.loads(result.stdout) == ["", "gloo"]
+
+
 def _decision(signature, nccl):
     return {"instance_type": "gpu-box", "model_signature": signature, "model_name": "mlp", "precision": "amp",
             "world_size": 2, "nnodes": 1, "active": True, "config": {"version": 1, "bucket_cap_mb": 5},

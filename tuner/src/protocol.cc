@@ -62,7 +62,8 @@ void to_json(json& j, const WorkerHello& h) {
        {"param_count", h.param_count},     {"param_bytes", h.param_bytes},
        {"torch_version", h.torch_version}, {"nccl_version", h.nccl_version},
        {"cuda_version", h.cuda_version},   {"torch_nccl_version", h.torch_nccl_version},
-       {"torch_cuda_version", h.torch_cuda_version}, {"batch_size", h.batch_size},
+       {"torch_cuda_version", h.torch_cuda_version}, {"process_group", h.process_group},
+       {"batch_size", h.batch_size},
        {"precision", h.precision},         {"probe", h.probe},
        {"gradients", h.gradients}};
 }
@@ -84,6 +85,7 @@ void from_json(const json& j, WorkerHello& h) {
   read(j, "cuda_version", h.cuda_version);
   read(j, "torch_nccl_version", h.torch_nccl_version);
   read(j, "torch_cuda_version", h.torch_cuda_version);
+  read(j, "process_group", h.process_group);
   h.batch_size = required<int>(j, "batch_size");
   h.precision = required<std::string>(j, "precision");
   read(j, "probe", h.probe);

@@ -77,6 +77,9 @@ struct WorkerHello {
   // What the workers' torch bundles, used or not (job_versions.h; "" from a worker that does not say).
   std::string torch_nccl_version;
   std::string torch_cuda_version;
+  // The implementation running the workers' default process group ("gloo", "nccl2", "nccl";
+  // acspeed.versions): torch 2.15's backend="nccl" is nccl2, 2.11's the classic group. "" = not said.
+  std::string process_group;
   int batch_size = 0;
   std::string precision;
   std::string probe;  // empty when no probe is available

@@ -47,6 +47,7 @@ SessionRecord new_session_record(const TuneOptions& o, const WorkerHello& hello,
                          {"torch_nccl", hello.torch_nccl_version},
                          {"torch_cuda", hello.torch_cuda_version},
                          {"backend", hello.backend},
+                         {"process_group", hello.process_group},
                          {"device", hello.device},
                          {"protocol", kProtocolVersion},
                          {"fingerprint", fp.details}}

@@ -1,6 +1,6 @@
 """The DDP comm hook that realises a config: algorithm x streams x compression.
 
-    state = HookState.create(config, group, params)   # collective: builds lanes, probes the backend
+    state = HookState.create(config, group, params)   # collective: builds lanes, checks the backend's collectives
     ddp.register_comm_hook(state, comm_hook)          # acspeed does this at construction (install)
 
 Per bucket, in the hook call (DDP's backward thread; see issue.py for why the order is the same on
@@ -48,7 +48,7 @@ from .. import _log, _runtime, decision, scaler
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
 from .cast import Cast
-from .collectives import PROBES, Collectives
+from .collectives import CHECKED_OPS, Collectives
 from .compressor import Compressor, compressor_for
 from .guard import Guarded
 from .issue import Job, issuer_for
@@ -82,6 +82,69 @@ def _with_local_graph(local: torch.Tensor, reduced: torch.Tensor, world_size: in
         return _LocalGraph.apply(local, reduced, world_size)
 
 
+class _Wiring:
+    """The lanes of one config (its algorithm, streams and lane slots) with the backend's collectives
+    checked on them and the compressor built with them. A hook state keeps the wiring of every
+    config it ran, so a config that comes back (online tuning alternates two) reuses its lanes."""
+
+    def __init__(self, key: tuple, lanes: List[Lane], collectives: Collectives, compressor: Compressor):
+        self.key, self.lanes, self.collectives, self.compressor = key, lanes, collectives, compressor
+
+    @staticmethod
+    def key_of(config: "CommConfig", algorithm, compressor: Compressor) -> tuple:
+        return config.algorithm, min(config.streams, MAX_LANES), tuple(compressor.roles(algorithm))
+
+    def checked(self, dtype: Optional[torch.dtype]) -> bool:
+        """Whether the backend's all-reduce of `dtype` (a compressor's wire dtype) was checked here."""
+        return dtype is None or ("all_reduce", dtype) in self.collectives.native
+
+    @classmethod
+    def build(cls, config: "CommConfig", group, params: List[torch.nn.Parameter], issuer,
+              topology: Optional[Topology], device: torch.device) -> "_Wiring":
+        """Collective over the default group (new process groups) and over `group` (agreement,
+        the backend check); every rank raises RuntimeError if any rank fails."""
+        backend = str(dist.get_backend(group))
+        ranks = sorted(dist.get_process_group_ranks(group))
+        algorithm = ALGORITHMS[config.algorithm]
+        streams = config.streams
+        if streams > MAX_LANES:
+            _log.warn(f"streams {streams} is above acspeed's limit of {MAX_LANES} lanes (each lane costs process "
+                      f"groups, on NCCL communicators with their own GPU buffers): using {MAX_LANES}",
+                      once=("max-lanes", streams))
+            streams = MAX_LANES
+        compressor = compressor_for(config, algorithm, topology, params)
+        key = cls.key_of(config, algorithm, compressor)
+        lanes, error = build_lanes(streams, ranks, backend, topology, compressor.roles(algorithm),
+                                   issuer.group_per_phase, device if issuer.uses_streams else None)
+        try:
+            failed = agree(group, device, error)
+            if failed:
+                raise RuntimeError(describe_failures(failed))
+            dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
+            wanted = compressor.wire_dtype
+            ops = ("all_reduce",) if config.algorithm == "allreduce" else CHECKED_OPS
+            collectives = Collectives.detect(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
+            # What the hook cannot build from anything else: an asynchronous all-reduce with a future of
+            # the gradients' dtypes (some backends' Work has none), and hierarchical's reduce/broadcast.
+            needed = ("all_reduce", "reduce", "broadcast") if algorithm.by_node else ("all_reduce",)
+            missing = collectives.missing(needed, dtypes)
+            if missing is not None:
+                raise RuntimeError(f"the {backend} backend's asynchronous {missing}")
+        except BaseException:
+            close_lanes(lanes)
+            raise
+        if wanted is not None and not collectives.supports("all_reduce", wanted):
+            _log.warn(f"the {backend} backend cannot all-reduce {config.compression} in this torch: "
+                      "gradients are reduced uncompressed", once=("no-compression", backend, config.compression))
+            compressor = Cast(None)
+        emulated = collectives.emulated()
+        if emulated and config.algorithm != "allreduce":
+            _log.info(f"the {backend} backend lacks {', '.join(emulated)}: acspeed builds "
+                      f"{'it' if len(emulated) == 1 else 'them'} from all_reduce / all_gather",
+                      once=("emulated", backend, tuple(emulated)))
+        return cls(key, lanes, collectives, compressor)
+
+
 class HookState:
     """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
     compressors, the reusable buffers, an optional observer, the guard's counter, and the user's
@@ -110,9 +173,13 @@ class HookState:
         self._expected = 0             # the bucket index DDP must hand over next
         self._compressing = False      # this step's buckets are compressed (compressor.begin_step)
         self._guarded: List[Guarded] = []   # this step's guarded buckets, in bucket order
-        self._replacement = None       # (config, compressor) taking over at the next bucket 0
+        self._replacement = None       # (config, compressor, algorithm, wiring) taking over at the next bucket 0
         self._topology = topology      # what a replacement's compressor is built from
         self._params = params or []
+        self._group = None             # the DDP model's process group (create)
+        self._wirings: Dict[tuple, "_Wiring"] = {}  # the lanes to reuse for a config, by _Wiring.key_of
+        self._built: List["_Wiring"] = []  # every wiring built (close releases them all)
+        self.stepper = None            # acspeed.online's step counter (online tuning), called at each bucket 0
 
     @property
     def powersgd(self) -> Optional[PowerSgd]:
@@ -123,88 +190,66 @@ class HookState:
     @classmethod
     def create(cls, config: "CommConfig", group, params: List[torch.nn.Parameter]) -> "HookState":
         """Collective over the default group (new process groups) and over `group` (topology,
-        agreement, probes). If any rank cannot build its part, every rank raises RuntimeError (none
+        agreement, the backend check). If any rank cannot build its part, every rank raises RuntimeError (none
         is left waiting) naming the ranks and their errors."""
-        backend = str(dist.get_backend(group))
-        ranks = sorted(dist.get_process_group_ranks(group))
         device = params[0].device if params else torch.device("cpu")
-        algorithm = ALGORITHMS[config.algorithm]
-        issuer = issuer_for(device, backend)
-        streams = config.streams
-        if streams > MAX_LANES:
-            _log.warn(f"streams {streams} is above acspeed's limit of {MAX_LANES} lanes (each lane costs process "
-                      f"groups, on NCCL communicators with their own GPU buffers): using {MAX_LANES}",
-                      once=("max-lanes", streams))
-            streams = MAX_LANES
+        issuer = issuer_for(device, str(dist.get_backend(group)))
         topology = Topology.discover(group, device) if config.algorithm_info.by_node else None
-        compressor = compressor_for(config, algorithm, topology, params)
-        lanes, error = build_lanes(streams, ranks, backend, topology, compressor.roles(algorithm),
-                                   issuer.group_per_phase, device if issuer.uses_streams else None)
-        try:
-            failed = agree(group, device, error)
-            if failed:
-                raise RuntimeError(describe_failures(failed))
-            dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
-            wanted = compressor.wire_dtype
-            ops = ("all_reduce",) if config.algorithm == "allreduce" else PROBES
-            collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
-            # What the hook cannot build from anything else: an asynchronous all-reduce with a future of
-            # the gradients' dtypes (some backends' Work has none), and hierarchical's reduce/broadcast.
-            needed = ("all_reduce", "reduce", "broadcast") if algorithm.by_node else ("all_reduce",)
-            missing = collectives.missing(needed, dtypes)
-            if missing is not None:
-                raise RuntimeError(f"the {backend} backend's asynchronous {missing}")
-        except BaseException:
-            close_lanes(lanes)
-            raise
-        if wanted is not None and not collectives.supports("all_reduce", wanted):
-            _log.warn(f"the {backend} backend cannot all-reduce {config.compression} in this torch: "
-                      "gradients are reduced uncompressed", once=("no-compression", backend, config.compression))
-            compressor = Cast(None)
-        emulated = collectives.emulated()
-        if emulated and config.algorithm != "allreduce":
-            _log.info(f"the {backend} backend lacks {', '.join(emulated)}: acspeed builds "
-                      f"{'it' if len(emulated) == 1 else 'them'} from all_reduce / all_gather",
-                      once=("emulated", backend, tuple(emulated)))
-        return cls(config, lanes, collectives, dist.get_world_size(group), compressor, device, issuer,
-                   _runtime.strict_or_off(), topology, params)
+        wiring = _Wiring.build(config, group, params, issuer, topology, device)
+        state = cls(config, wiring.lanes, wiring.collectives, dist.get_world_size(group), wiring.compressor, device,
+                    issuer, _runtime.strict_or_off(), topology, params)
+        state._group = group
+        state._wirings[wiring.key] = wiring
+        state._built.append(wiring)
+        return state
 
     def replace_config(self, config: "CommConfig") -> None:
-        """Hands the hook a new config (a seam for tuning inside a live job: whoever owns the step
-        count calls it on every rank in the same step). It takes over at the next step's bucket 0,
-        never within a step. Local: only what needs no new process group and no new probe of the
-        backend can change, i.e. the compression among those with the same lane slots whose wire
-        dtype the hook has probed (to none from fp16/bf16, PowerSGD's rank and start step, which
-        start with fresh factors); ValueError names what else differs. DDP's own knobs
-        (bucket_cap_mb, ...) are not the hook's."""
-        fixed = [name for name in ("algorithm", "streams") if getattr(config, name) != getattr(self.config, name)]
-        compressor = compressor_for(config, self.algorithm, self._topology, self._params)
-        if compressor.roles(self.algorithm) != self.compressor.roles(self.algorithm):
-            fixed.append("compression's lane slots")
-        if compressor.wire_dtype is not None and not self.collectives.supports("all_reduce", compressor.wire_dtype):
-            fixed.append(f"compression ({config.compression}'s wire dtype was not probed on this backend)")
-        if fixed:
-            raise ValueError(f"replace_config: {', '.join(fixed)} cannot change inside a live hook "
-                             "(it needs new process groups or probes: re-wrap the model instead)")
-        self._replacement = (config, compressor)
+        """Hands the hook a new config (the seam for tuning inside a live job: whoever owns the step
+        count calls it on every rank in the same step, as acspeed.online does at a window
+        boundary). It takes over at the next step's bucket 0, never within a step. Local when lanes
+        of the new config's algorithm, streams and lane slots were built already and checked its
+        wire dtype (e.g. to none from fp16/bf16, PowerSGD's rank and start step, which start with
+        fresh factors, or back to a config that ran before). Otherwise its lanes are built now, a
+        collective (new process groups, agreement and the backend check, like create), so every rank must
+        call it at the same point; RuntimeError as in create. DDP's own knobs (bucket_cap_mb, ...)
+        are not the hook's."""
+        algorithm = ALGORITHMS[config.algorithm]
+        topology = self._topology
+        if topology is None and config.algorithm_info.by_node:
+            topology = Topology.discover(self._group, self.device)
+        compressor = compressor_for(config, algorithm, topology, self._params)
+        key = _Wiring.key_of(config, algorithm, compressor)
+        wiring = self._wirings.get(key)
+        if wiring is None or not wiring.checked(compressor.wire_dtype):
+            wiring = _Wiring.build(config, self._group, self._params, self.issuer, topology, self.device)
+            self._wirings[key] = wiring
+            self._built.append(wiring)
+            compressor = wiring.compressor
+        elif compressor.wire_dtype is not None and not wiring.collectives.supports("all_reduce", compressor.wire_dtype):
+            compressor = Cast(None)  # the backend lacks the compressed dtype: uncompressed, as create warned
+        self._topology = topology
+        self._replacement = (config, compressor, algorithm, wiring)
 
     def close(self) -> None:
-        """Releases the lanes' process groups and the reusable buffers. Idempotent."""
-        lanes, self.lanes = self.lanes, []
-        close_lanes(lanes)
+        """Releases the lanes' process groups (every config's that ran) and the reusable buffers.
+        Idempotent."""
+        self.lanes = []
+        built, self._built, self._wirings = self._built, [], {}
+        for wiring in built:
+            close_lanes(wiring.lanes)
         self.scratch.clear()
 
     # --- the hook ---------------------------------------------------------------------------
 
     def run(self, bucket) -> torch.futures.Future:
-        lanes = self.lanes
-        if not lanes:
+        if not self.lanes:
             raise RuntimeError("acspeed's comm hook was used after its lanes were released "
                                "(the DDP model was re-wrapped or closed)")
         index = bucket.index()
         self._check_order(index)
         if index == 0:
             self._begin_step()
+        lanes = self.lanes
         flat = bucket.buffer()
         local = None
         if flat.requires_grad:  # backward(create_graph=True): reduce a detached alias (see _LocalGraph)
@@ -238,8 +283,13 @@ class HookState:
 
     def _begin_step(self) -> None:
         """Bucket 0: a replaced config takes over; is this step compressed, and guarded?"""
+        if self.stepper is not None:  # acspeed.online: counts this step; at a boundary, may replace the config
+            self.stepper.step(self)
         if self._replacement is not None:
-            (self.config, self.compressor), self._replacement = self._replacement, None
+            (self.config, self.compressor, self.algorithm, wiring), self._replacement = self._replacement, None
+            if wiring.lanes is not self.lanes:
+                self.lanes, self.collectives = wiring.lanes, wiring.collectives
+                self.scratch.clear()  # another algorithm pads and packs otherwise
             self.plain = self.compressor if isinstance(self.compressor, Cast) else Cast(None)
         self._compressing = self.compressor.begin_step()
         self.guarding = self._compressing and not scaler.in_use(self.device.type, decision.precision())
