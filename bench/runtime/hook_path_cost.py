@@ -4,11 +4,11 @@ node has). Each pair is measured side by side (alternated); CPU time, so the mac
 does not enter it. Two parts:
 
   1. the old engine (before 7668da3) against the current one, piece by piece, fp16 and bf16:
-       guard    old: bool(torch.isfinite(packed).all()) per bucket   new: torch.aminmax (acspeed.engine.guard.nonfinite)
+       guard    old: bool(torch.isfinite(packed).all()) per bucket   new: torch.aminmax (acspeed.engine.fallback.nonfinite)
        packing  old: flat.to(dtype) per bucket (new tensor)           new: copy_ into a kept buffer
   2. the whole hook call, acspeed's against torch's, in a one-rank gloo group (its collectives cost
      next to nothing, so what is left is the hook path: packing, division, Python per bucket, the
-     future callbacks, the guard, unpacking): acspeed allreduce vs torch's `allreduce_hook`, acspeed
+     future callbacks, the non-finite check, unpacking): acspeed allreduce vs torch's `allreduce_hook`, acspeed
      fp16/bf16 vs `fp16_compress_hook` / `bf16_compress_hook`. Process CPU time per step (every
      thread: the callbacks run on gloo's).
 
@@ -58,7 +58,7 @@ def _report(record: dict, key: str, samples: dict, old_name: str, new_name: str)
 
 
 def pieces(record: dict, flats, pairs: int) -> None:
-    from acspeed.engine.guard import nonfinite  # noqa: PLC0415
+    from acspeed.engine.fallback import nonfinite  # noqa: PLC0415
     print("1. old engine vs current, per step (thread CPU time):")
     for dtype in (torch.float16, torch.bfloat16):
         name = str(dtype).replace("torch.", "")
@@ -93,7 +93,7 @@ def hook_calls(record: dict, flats, pairs: int) -> None:
                 future.wait()
         samples = _alternate(pairs, lambda: run(stock, group), lambda: run(acspeed.engine.state.comm_hook, state),
                              time.process_time)
-        assert state.guard_fallbacks == 0
+        assert state.nonfinite_fallbacks == 0
         state.close()
         _report(record, f"hook/{compression}", samples, f"torch {stock_name}", f"acspeed allreduce/{compression}")
 

@@ -157,7 +157,7 @@ def _measure(side: dict, make_model, data, args) -> dict:
             times.append(time.perf_counter() - begin)
             cpu.append(time.process_time() - begin_cpu)
     if state is not None:
-        assert state.guard_fallbacks == 0, "the guard re-sent a bucket: this run did not measure the compressed path"
+        assert state.nonfinite_fallbacks == 0, "the non-finite fallback re-sent a bucket: this run did not measure the compressed path"
         state.close()
     del ddp, optimizer, state
     gc.collect()

@@ -19,7 +19,7 @@ def configure(precision=None, grad_scaler=None) -> None:
     """precision: the training precision used in the lookup key ("amp", "fp32", "fp16", "bf16";
     None: take ACSPEED_PRECISION, else any precision matches). Call before building DDP.
     grad_scaler: whether AMP's GradScaler is in use (True/False; None: detected, see
-    acspeed.scaler). With a scaler, compressed gradients are not guarded: NaN/Inf reach the scaler.
+    acspeed.scaler). With a scaler, compressed gradients are not checked for NaN/Inf: they reach the scaler.
     Each call sets both (a value left out returns to None)."""
     from . import decision, scaler  # noqa: PLC0415
     decision.set_precision(precision)

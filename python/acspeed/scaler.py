@@ -1,4 +1,4 @@
-"""Whether AMP's GradScaler is in use. It turns the compression guard off: a non-finite gradient
+"""Whether AMP's GradScaler is in use. It turns the non-finite fallback off: a non-finite gradient
 must reach the scaler unchanged so that it skips the step and backs the scale off (re-sending the
 bucket uncompressed would hide an fp16 overflow, and the scale would never come down).
 

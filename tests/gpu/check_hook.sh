@@ -11,7 +11,7 @@
 # both ranks and for every config: the parameters are bit for bit the reference's; NCCL kernels
 # overlapped compute kernels; NCCL kernels ran on one stream per lane and, with two lanes, both
 # lanes' kernels were in flight at once; no host synchronisation happened inside backward (one per
-# step allowed with the compression guard); and nothing deadlocked (each worker runs under a time
+# step allowed with the non-finite fallback); and nothing deadlocked (each worker runs under a time
 # limit). acspeed._probes (kernel_overlap) is built here stand-alone, as for check_cupti.sh.
 # The engine before this check (synchronous collectives issued by lane threads on the compute
 # stream) fails it: its NCCL kernels share one stream with compute, so they overlap neither compute

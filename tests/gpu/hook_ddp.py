@@ -9,7 +9,7 @@ acspeed's run with torch.profiler and check, in this rank's trace:
   * NCCL kernels ran on as many streams as there are lanes, and with 2 lanes both lanes' kernels
     were in flight at once;
   * no host synchronisation inside backward (cuda*Synchronize calls in the profiled backward
-    ranges): none without compression, at most one per step with the compression guard.
+    ranges): none without compression, at most one per step with the non-finite fallback.
 Overlap is computed by acspeed._probes.kernel_overlap (probes/, C++) from the trace's kernels.
 
 The environment carries the rendezvous (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); each rank
@@ -67,7 +67,7 @@ def problems(result: dict, compression: str) -> list:
         found.append(f"NCCL kernels ran on {result['comm_streams']} stream(s), expected one per lane ({lanes})")
     if lanes > 1 and result["comm_cross_stream_ns"] <= 0:
         found.append("the lanes' NCCL kernels never ran at the same time")
-    allowed = PROFILED if compression != "none" else 0  # the compression guard's one read per step
+    allowed = PROFILED if compression != "none" else 0  # the non-finite fallback's one read per step
     if result["host_syncs"] > allowed:
         found.append(f"{result['host_syncs']} host synchronisation(s) inside backward, allowed {allowed}")
     return found

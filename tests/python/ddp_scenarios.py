@@ -200,7 +200,7 @@ def equivalence(rank: int, world_size: int, combos: list) -> dict:
             out[name]["stock_identical"] = against_stock["identical"]
             out[name]["stock_rel_to_update"] = against_stock["rel_to_update"]
         out[name]["hook"] = state is not None
-        out[name]["guard_fallbacks"] = state.guard_fallbacks if state else 0
+        out[name]["nonfinite_fallbacks"] = state.nonfinite_fallbacks if state else 0
         out[name]["emulated"] = state.collectives.emulated() if state else []
         del ddp
     out["_log"] = captured.take()
@@ -413,9 +413,9 @@ def _grads_after_one_step(ddp, rank: int, value: float) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
 
 
-def guard(rank: int, world_size: int) -> dict:
+def nonfinite_fallback(rank: int, world_size: int) -> dict:
     """fp16 compression meets a gradient fp16 cannot hold (1e6 > 65504), then a true Inf; bf16
-    compression (fp32's exponent range: no guard) meets a true Inf."""
+    compression (fp32's exponent range: no check) meets a true Inf."""
     captured = Captured()
     out = {}
     for name, value, compression in (("overflow", 1e6, "fp16"), ("inf", float("inf"), "fp16"),
@@ -426,7 +426,7 @@ def guard(rank: int, world_size: int) -> dict:
         first_numel = next(ddp.module.parameters()).numel()
         finite = torch.isfinite(base)
         out[name] = {
-            "fallbacks": acspeed._patch.state_of(ddp).guard_fallbacks,
+            "fallbacks": acspeed._patch.state_of(ddp).nonfinite_fallbacks,
             # The bucket holding the injected value was reduced uncompressed: exactly DDP's numbers.
             "injected_bucket_equal": torch.equal(grads[:first_numel], base[:first_numel]),
             "same_nonfinite": torch.equal(torch.isfinite(grads), finite),
@@ -573,7 +573,7 @@ def scaled_steps(ddp, model, optimizer, grad_scaler, rank: int, steps: int, inje
 
 def engine(rank: int, world_size: int, folder: str) -> dict:
     """The hook engine's own behaviours: bucket order, setup failing on one rank, reused buffers, the
-    lane cap, and (last: a GradScaler, once used, stays detected in this process) the guard with and
+    lane cap, and (last: a GradScaler, once used, stays detected in this process) the non-finite fallback with and
     without AMP's GradScaler."""
     captured = Captured()
     out = {}
@@ -682,10 +682,10 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
     captured.take()
 
     # fp16 compression meets an overflow (1e6 > 65504) on rank 1 at step 2, with a CPU GradScaler.
-    # Guard on (the user says there is no scaler): that bucket is re-sent uncompressed, the scaler sees
+    # Fallback on (the user says there is no scaler): that bucket is re-sent uncompressed, the scaler sees
     # finite gradients and keeps its scale. Scaler in use (detected: it scaled the loss): nothing is
     # re-sent, the Inf reaches the scaler, which skips the step and backs off.
-    for name, said in (("guard_on", False), ("scaler_detected", None)):
+    for name, said in (("fallback_on", False), ("scaler_detected", None)):
         acspeed.configure(grad_scaler=said)
         model = make_model()
         ddp = acspeed.apply.wrap(model, config(compression="fp16", bucket_cap_mb=0.001))
@@ -693,7 +693,7 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
         scales, finite = scaled_steps(ddp, model, optimizer, grad_scaler, rank, 3, {1: 1e6})
         out[f"scaler/{name}"] = {"scales": scales, "finite": finite,
-                                 "fallbacks": acspeed._patch.state_of(ddp).guard_fallbacks}
+                                 "fallbacks": acspeed._patch.state_of(ddp).nonfinite_fallbacks}
         del ddp
     acspeed.configure()
     captured.take()

@@ -248,16 +248,16 @@ def _state_finite(ddp) -> bool:
 def non_finite(rank: int, world_size: int) -> dict:
     """Rank 1's gradient holds an Inf at step 3 of 6 (start step 1, rank 2). Per case: which tensors'
     factors and residuals the bad step changed, whether the gradients of that step were finite, the
-    guard's fallbacks, whether the state and parameters stay finite, and (one bucket, no GradScaler:
+    non-finite fallbacks, whether the state and parameters stay finite, and (one bucket, no GradScaler:
     every tensor skips the bad step) whether the parameters equal a run that never saw that batch. The loop
     skips the optimizer on non-finite gradients (as a user's check would); with a GradScaler, the
     scaler does (and backs off). Run with LOCAL_WORLD_SIZE=1: two nodes, so hierarchical compresses."""
     bad_step, data = 3, batches(rank, 6)
     captured = Captured()
     out = {}
-    cases = (("guard/allreduce/b25", "allreduce", 25.0, False), ("guard/allreduce/b0.001", "allreduce", 0.001, False),
-             ("guard/reduce_scatter/b25", "reduce_scatter", 25.0, False),
-             ("guard/hierarchical/b25", "hierarchical", 25.0, False),
+    cases = (("fallback/allreduce/b25", "allreduce", 25.0, False), ("fallback/allreduce/b0.001", "allreduce", 0.001, False),
+             ("fallback/reduce_scatter/b25", "reduce_scatter", 25.0, False),
+             ("fallback/hierarchical/b25", "hierarchical", 25.0, False),
              ("scaler/allreduce/b25", "allreduce", 25.0, True))  # last: a GradScaler, once used, stays detected
     for name, algorithm, bucket, with_scaler in cases:
         acspeed.configure(grad_scaler=None if with_scaler else False)
@@ -295,7 +295,7 @@ def non_finite(rank: int, world_size: int) -> dict:
                         torch.equal(a, b) for a, b in zip(after[n], before[n])))
                     result["tensors"] = len(after)
             state = acspeed._patch.state_of(ddp)
-            result.update(params=flat_params(ddp), state_finite=_state_finite(ddp), fallbacks=state.guard_fallbacks,
+            result.update(params=flat_params(ddp), state_finite=_state_finite(ddp), fallbacks=state.nonfinite_fallbacks,
                           compressed_buckets=state.powersgd.compressed_buckets)
             runs[label] = result
             del ddp

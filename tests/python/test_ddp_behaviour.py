@@ -4,7 +4,7 @@ ACSPEED_STRICT=1). Two processes, one launch for all behaviours."""
 import pytest
 
 from ddp_harness import run_ranks
-from ddp_scenarios import behaviours, guard
+from ddp_scenarios import behaviours, nonfinite_fallback
 
 pytestmark = pytest.mark.slow
 MIB = 1024 * 1024
@@ -134,14 +134,14 @@ def test_rewrap_releases_previous_lanes(observed):
 
 
 def test_compression_guard_falls_back_on_overflow_and_inf():
-    seen = run_ranks(guard, 2)[0]
+    seen = run_ranks(nonfinite_fallback, 2)[0]
     for name in ("overflow", "inf"):
         assert seen[name]["fallbacks"] == 1, (name, seen[name])
         assert seen[name]["injected_bucket_equal"] and seen[name]["same_nonfinite"], (name, seen[name])
         assert seen[name]["rest_max_rel"] < 1e-3, (name, seen[name])
     warnings = _warnings(seen["overflow"]["log"])
     assert len(warnings) == 1 and "NaN/Inf" in warnings[0] and "reduced uncompressed" in warnings[0]
-    # bf16 holds every sum fp32 does: no guard, the Inf reaches the gradients as under plain DDP, silently.
+    # bf16 holds every sum fp32 does: no check, the Inf reaches the gradients as under plain DDP, silently.
     bf16 = seen["bf16_inf"]
     assert bf16["fallbacks"] == 0 and bf16["same_nonfinite"] and _warnings(bf16["log"]) == [], bf16
     assert bf16["rest_max_rel"] < 1e-2, bf16

@@ -2,7 +2,7 @@
 (one launch per scenario function): no_sync, find_unused_parameters, static_graph (with unused
 parameters too), gradient_as_bucket_view and two DDP models in one backward, each bit for bit the
 same variant of plain DDP (or of torch's compress hook); a bucket out of order; hook setup failing on
-one rank; buffers reused across steps; the lane cap; the compression guard with and without AMP's
+one rank; buffers reused across steps; the lane cap; the non-finite fallback with and without AMP's
 GradScaler. About 50 s on two cores."""
 import re
 
@@ -96,9 +96,9 @@ def test_a_replaced_config_takes_over_at_the_next_steps_first_bucket(observed):
         assert seen["first_lanes_back"], seen
 
 
-def test_guard_without_a_scaler_hides_the_overflow_and_with_one_lets_the_scaler_back_off(observed):
+def test_nonfinite_fallback_without_a_scaler_hides_the_overflow_and_with_one_lets_the_scaler_back_off(observed):
     for rank_seen in observed:
-        guarded, scaled = rank_seen["scaler/guard_on"], rank_seen["scaler/scaler_detected"]
+        guarded, scaled = rank_seen["scaler/fallback_on"], rank_seen["scaler/scaler_detected"]
         # Without the scaler's say, the overflowed bucket went again uncompressed: finite, scale kept.
         assert guarded["fallbacks"] == 1 and guarded["finite"] == [True, True, True], guarded
         assert guarded["scales"] == [256.0, 256.0, 256.0], guarded

@@ -51,7 +51,7 @@ def _check_compressed(results, stock_identical: bool):
         if compression in COMPRESSED_TOLERANCE:
             assert value["hook"] and value["finite"], (name, value)
             assert value["rel_to_update"] <= COMPRESSED_TOLERANCE[compression], (name, value)
-            assert value["guard_fallbacks"] == 0, (name, value)
+            assert value["nonfinite_fallbacks"] == 0, (name, value)
             if stock_identical:
                 assert value["stock_identical"], (name, value)
             else:

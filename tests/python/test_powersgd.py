@@ -100,7 +100,7 @@ def test_an_inf_gradient_leaves_factors_and_residuals_as_they_were_and_training_
                 assert case["unchanged"] == ["0.weight"] and case["tensors"] == 8, (name, case)
             else:  # one bucket: no tensor's factors or residual moved, as if the batch had never been seen
                 assert len(case["unchanged"]) == case["tensors"] == 8, (name, case)
-            if name.startswith("guard/") and "hierarchical" not in name:
+            if name.startswith("fallback/") and "hierarchical" not in name:
                 # the bad bucket was reduced again uncompressed (DDP's numbers, the Inf included), once
                 assert case["fallbacks"] == 1 and case.get("reference_fallbacks", 0) == 0, (name, case)
             else:  # hierarchical (raw gradients consumed by the intra-node reduce) and under a scaler: no re-send

@@ -7,7 +7,7 @@ Loaded at the first DDP construction that installs a hook (acspeed._patch.instal
     compressor.py   the compressor interface and its table (COMPRESSORS, by wire form)
     cast.py         the plain path and the cast compressions (fp16, bf16)
     powersgd.py     PowerSGD: low-rank factors with error feedback (LowRank, plan(PlanOptions))
-    guard.py        the compression guard's pieces (the NaN/Inf flag, which dtypes can overflow)
+    fallback.py     the non-finite fallback's pieces (the NaN/Inf flag, which dtypes can overflow)
     algorithms.py   the phases of one bucket per algorithm (ALGORITHMS)
     lanes.py        the lanes: process groups (and CUDA streams) buckets are spread over
     issue.py        the issuers: when each phase's collective is issued (ISSUERS)

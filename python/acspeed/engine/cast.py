@@ -3,12 +3,12 @@ reduced by the algorithm's phases in its own dtype, or converted first, as torch
 do (convert, then divide in the compressed type: at two ranks the parameters are bit for bit those
 of `fp16_compress_hook` / `bf16_compress_hook`). Buffers are packed only where needed (a cast, or
 padding for a sharded algorithm) and reused across steps (buffers.py), so a warm step allocates
-nothing. A compressed bucket is guarded (guard.py) when the compressed type can overflow."""
+nothing. A compressed bucket is checked for NaN/Inf (fallback.py) when the compressed type can overflow."""
 from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import torch
 
-from .guard import Guarded, can_overflow
+from .fallback import FallbackEntry, can_overflow
 from .issue import Job
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Cast:
     def plain_job(self, hook, index: int, flat: torch.Tensor, lane: "Lane", result, compress: bool) -> Job:
         """Divides and packs the bucket (in the issuer's context: on CUDA, the lane's CUDA stream) and plans
         its collectives, in the slots of the hook's compressor. The bucket itself is left untouched
-        while its compressed copy is in flight, so the guard can still reduce it uncompressed."""
+        while its compressed copy is in flight, so the fallback can still reduce it uncompressed."""
         dtype = self.wire_dtype if compress else None
         if dtype is not None and flat.element_size() <= torch.finfo(dtype).bits // 8:
             dtype = None  # the bucket is no wider than the compressed type
@@ -81,14 +81,14 @@ class Cast:
                 flat.copy_(packed[:numel])
 
         phases = hook.compressor.place(hook.algorithm, hook.algorithm.phases(hook.collectives, lane, packed, shard_for))
-        guard = dtype is not None and hook.guarding and can_overflow(dtype, flat.dtype)
-        guarded = Guarded(job=None, flat=flat, unpack=unpack) if guard else None
+        check = dtype is not None and hook.checking_nonfinite and can_overflow(dtype, flat.dtype)
+        entry = FallbackEntry(job=None, flat=flat, unpack=unpack) if check else None
 
         def finish() -> Optional[torch.Tensor]:
-            if guarded is not None and guarded.defer(packed):
+            if entry is not None and entry.defer(packed):
                 return None
             unpack()
             return hook.completed(index, flat)
 
-        return hook.guarded_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
-                                    delay_s=hook.test_delays.get(lane.index, 0.0)), guarded)
+        return hook.tracked_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                                    delay_s=hook.test_delays.get(lane.index, 0.0)), entry)

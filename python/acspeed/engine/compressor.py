@@ -3,7 +3,7 @@
 A compressor turns a bucket into a Job (issue.py): its phases, one collective per lane slot, and
 the finish that puts the result into the bucket. The hook state holds the config's compressor and
 the plain one (cast.py's Cast: the bucket in its own dtype, or cast to fp16/bf16), which reduces
-every bucket the config's compressor passes over and the guard's uncompressed re-sends.
+every bucket the config's compressor passes over and the non-finite fallback's uncompressed re-sends.
 
 COMPRESSORS maps a compression's wire form in the runtime's table
 (runtime/include/acspeed/comm_methods.h, `CommConfig.compression_info.form`) to its class: a new
@@ -44,7 +44,7 @@ class Compressor(Protocol):
         """The plain path's phases (the algorithm's) in this compressor's lane slots."""
 
     def begin_step(self) -> bool:
-        """At bucket 0: whether this step's buckets are compressed (and so may be guarded)."""
+        """At bucket 0: whether this step's buckets are compressed (and so may be checked for NaN/Inf)."""
 
     def job(self, hook, index: int, bucket, flat: torch.Tensor, lane, result):
         """The compressed reduction of a bucket of a compressing step (in the issuer's context), or

@@ -22,7 +22,7 @@ Two issuers, the first enabled one wins (ISSUERS):
     collectives are issued in bucket order on every rank whatever the timing of completions.
 
 When a bucket's last phase is issued, a callback chained on its work (`then`) runs the job's
-`finish` (unpacking, the guard's flag; a guarded fp16 bucket on the CPU is left to the step's last
+`finish` (unpacking, the fallback's NaN/Inf flag; a checked fp16 bucket on the CPU is left to the step's last
 hook call, state.py) and completes `job.result`, the future DDP waits on.
 """
 import collections
@@ -45,7 +45,7 @@ class Job:
     index: int
     lane: Lane
     phases: List[Issue]               # one entry per lane slot (algorithms.py)
-    finish: Callable[[], Optional[torch.Tensor]]  # after the last phase; None leaves `result` to the guard
+    finish: Callable[[], Optional[torch.Tensor]]  # after the last phase; None leaves `result` to the fallback
     result: torch.futures.Future      # what DDP waits on
     delay_s: float = 0.0              # test-only seam: sleep before issuing each collective
     next: int = 0                     # next phase to issue

@@ -40,7 +40,7 @@ non-finite (on every rank alike: they are the results of the same all-reduces). 
 verdict is bad, and its factors and residuals are not updated: the tensors keep the Q and the error
 of their last finite step, so one bad step cannot poison every later one. What reaches the
 gradients is the hook's choice (state.py): the decompressed, non-finite result (a GradScaler in use
-sees it, skips the step and backs the scale off), or, with the guard on, the untouched raw gradients,
+sees it, skips the step and backs the scale off), or, with the fallback on, the untouched raw gradients,
 which the step's last hook call reduces again uncompressed. The verdict is a 0-d tensor: on CUDA the
 state update selects with it on the device (no host sync); on the CPU it is read directly.
 
@@ -59,7 +59,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _log
-from .guard import Guarded, nonfinite
+from .fallback import FallbackEntry, nonfinite
 from .issue import Job
 
 STATE_VERSION = 1
@@ -452,16 +452,16 @@ class LowRank:
                                               collectives=hook.collectives, algorithm=algorithm,
                                               world_size=hook.world_size, scratch=scratch, my_rank=me, leader=leader))
         psgd.compressed_buckets += 1
-        # The guard (no GradScaler): a bucket whose factors are not finite keeps its raw gradients and is
+        # The non-finite fallback (no GradScaler): a bucket whose factors are not finite keeps its raw gradients and is
         # reduced again uncompressed. Not for hierarchical: its intra-node reduce consumed the raw gradients.
-        guarded = Guarded(job=None, flat=flat, unpack=lambda: None) \
-            if hook.guarding and not algorithm.by_node else None
+        entry = FallbackEntry(job=None, flat=flat, unpack=lambda: None) \
+            if hook.checking_nonfinite and not algorithm.by_node else None
 
         def finish() -> Optional[torch.Tensor]:
-            bad = decompress(guarded is not None)
-            if guarded is not None and guarded.hold(bad):
+            bad = decompress(entry is not None)
+            if entry is not None and entry.hold(bad):
                 return None
             return hook.completed(index, flat)
 
-        return hook.guarded_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
-                                    delay_s=hook.test_delays.get(lane.index, 0.0)), guarded)
+        return hook.tracked_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,
+                                    delay_s=hook.test_delays.get(lane.index, 0.0)), entry)

@@ -16,23 +16,23 @@ bucket 0, so every bucket of a step sees one config on every rank.
 
 Compression powersgd (powersgd.py): from the config's start step, a bucket holding gradient
 matrices is reduced as low-rank factors with error feedback, through the same issuer and lanes.
-Its guard: a bucket whose reduced factors or 1-D sums hold NaN/Inf never updates the factors and
-residuals; with the guard on (no GradScaler; flat algorithms) it keeps its raw gradients and is
-reduced again uncompressed like a guarded fp16 bucket; otherwise the non-finite result reaches the
+Its non-finite fallback: a bucket whose reduced factors or 1-D sums hold NaN/Inf never updates the factors and
+residuals; with the fallback on (no GradScaler; flat algorithms) it keeps its raw gradients and is
+reduced again uncompressed like a checked fp16 bucket; otherwise the non-finite result reaches the
 gradients (a GradScaler backs off; hierarchical's intra-node reduce has consumed the raw ones).
 
-Compression guard (when AMP's GradScaler is not in use, scaler.py says how that is detected, and
+Non-finite fallback (when AMP's GradScaler is not in use, scaler.py says how that is detected, and
 the compressed type's range is narrower than the gradients': fp16 for fp32 gradients, not bf16,
 which has fp32's exponent range, so a sum it cannot hold would not be finite uncompressed either;
-see guard.can_overflow): the reduced copy is identical on every rank, so every rank reaches the same
+see fallback.can_overflow): the reduced copy is identical on every rank, so every rank reaches the same
 verdict. A bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is
 reduced again uncompressed, in the step's last hook call, which waits once for the step's compressed results
-(the only host synchronisation of the step, and only when the guard is on; on the CPU nothing
+(the only host synchronisation of the step, and only when the fallback is on; on the CPU nothing
 else waits). On the CPU that call also checks the fp16 buckets' reduced copies and unpacks the
 finite ones, bucket by bucket as each arrives: the backend's thread that completes a reduction goes
 straight on to the next, as under torch's fp16_compress_hook, and the check's pass runs on the
 hook's thread while it waits for the step's later transfers (bench/runtime/RESULTS.md).
-HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
+HookState.nonfinite_fallbacks counts those buckets; the first one is a warning. With a
 GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
 
 An observer (acspeed.probes.BucketObserver, via `attach_observer`) sees bucket_launched(index,
@@ -50,7 +50,7 @@ from .buffers import Scratch
 from .cast import Cast
 from .collectives import CHECKED_OPS, Collectives
 from .compressor import Compressor, compressor_for
-from .guard import Guarded
+from .fallback import FallbackEntry
 from .issue import Job, issuer_for
 from .powersgd import PowerSgd
 from .lanes import MAX_LANES, Lane, Topology, agree, build_lanes, close_lanes, describe_failures
@@ -147,7 +147,7 @@ class _Wiring:
 
 class HookState:
     """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
-    compressors, the reusable buffers, an optional observer, the guard's counter, and the user's
+    compressors, the reusable buffers, an optional observer, the fallback counter, and the user's
     hook once they register one. One per DDP model."""
 
     def __init__(self, config: "CommConfig", lanes: List[Lane], collectives: Collectives, world_size: int,
@@ -165,14 +165,14 @@ class HookState:
         self.strict = strict
         self.observer = None
         self.user_hook = None          # (hook, state) registered by the user after construction
-        self.guard_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
+        self.nonfinite_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
         self.test_delays: Dict[int, float] = {}  # test-only seam: lane -> seconds slept before each collective
         self.scratch = Scratch()
         self.param_names: Dict[int, str] = {}  # id(parameter) -> its name in the DDP module (PowerSGD's keys)
-        self.guarding = False          # this step's compressed buckets are guarded
+        self.checking_nonfinite = False   # this step's compressed buckets are checked for NaN/Inf
         self._expected = 0             # the bucket index DDP must hand over next
         self._compressing = False      # this step's buckets are compressed (compressor.begin_step)
-        self._guarded: List[Guarded] = []   # this step's guarded buckets, in bucket order
+        self._fallback_entries: List[FallbackEntry] = []   # this step's checked buckets, in bucket order
         self._replacement = None       # (config, compressor, algorithm, wiring) taking over at the next bucket 0
         self._topology = topology      # what a replacement's compressor is built from
         self._params = params or []
@@ -282,7 +282,7 @@ class HookState:
         _log.warn(f"{message}; continuing from bucket {index}", once=("bucket-order", id(self)))
 
     def _begin_step(self) -> None:
-        """Bucket 0: a replaced config takes over; is this step compressed, and guarded?"""
+        """Bucket 0: a replaced config takes over; is this step compressed, and checked for NaN/Inf?"""
         if self.stepper is not None:  # acspeed.online: counts this step; at a boundary, may replace the config
             self.stepper.step(self)
         if self._replacement is not None:
@@ -292,13 +292,13 @@ class HookState:
                 self.scratch.clear()  # another algorithm pads and packs otherwise
             self.plain = self.compressor if isinstance(self.compressor, Cast) else Cast(None)
         self._compressing = self.compressor.begin_step()
-        self.guarding = self._compressing and not scaler.in_use(self.device.type, decision.precision())
+        self.checking_nonfinite = self._compressing and not scaler.in_use(self.device.type, decision.precision())
 
-    def guarded_job(self, job: Job, guarded: Optional[Guarded]) -> Job:
-        """The job, with its guard entry (if any) tracked for the step's last hook call."""
-        if guarded is not None:
-            guarded.job = job
-            self._guarded.append(guarded)
+    def tracked_job(self, job: Job, entry: Optional[FallbackEntry]) -> Job:
+        """The job, with its fallback entry (if any) tracked for the step's last hook call."""
+        if entry is not None:
+            entry.job = job
+            self._fallback_entries.append(entry)
         return job
 
     def completed(self, index: int, flat: torch.Tensor) -> torch.Tensor:
@@ -308,26 +308,26 @@ class HookState:
             observer.bucket_completed(index)
         return flat
 
-    def _complete(self, entry: Guarded) -> None:
+    def _complete(self, entry: FallbackEntry) -> None:
         entry.unpack()
         entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
 
     def _end_step(self, buckets: int) -> None:
-        """The step's last hook call: issue what is still queued, settle the guard, reset."""
+        """The step's last hook call: issue what is still queued, settle the fallback, reset."""
         self._expected = 0
         self.issuer.advance(block=True)
-        if self.guarding:
-            self._settle_guard()
+        if self.checking_nonfinite:
+            self._settle_fallbacks()
         self.compressor.end_step(self._compressing)
         self.scratch.keep_only(buckets)
 
-    def _settle_guard(self) -> None:
-        """Waits for the step's guarded buckets (their flags exist once their finish callbacks ran),
+    def _settle_fallbacks(self) -> None:
+        """Waits for the step's checked buckets (their flags exist once their finish callbacks ran),
         reads the flags (CPU: checks the casts' reduced copies here, bucket by bucket as each
         arrives), completes the finite buckets still open and re-sends the others uncompressed, in
         bucket order: every rank holds the same reduced values, hence the same flags, so every rank
         issues the same re-sends."""
-        entries, self._guarded = self._guarded, []
+        entries, self._fallback_entries = self._fallback_entries, []
         if not entries:
             return
         resend = []
@@ -353,11 +353,11 @@ class HookState:
                 elif entry.reduced is not None:  # a cast's bucket, checked here: finite, unpack it
                     self._complete(entry)
         for entry in resend:
-            self.guard_fallbacks += 1
+            self.nonfinite_fallbacks += 1
             _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "
                       f"(overflow or a non-finite gradient): that bucket was reduced uncompressed "
-                      f"(fallback #{self.guard_fallbacks}; later ones are counted in HookState.guard_fallbacks)",
-                      once=("guard", id(self)))
+                      f"(fallback #{self.nonfinite_fallbacks}; later ones are counted in HookState.nonfinite_fallbacks)",
+                      once=("nonfinite-fallback", id(self)))
             lane = entry.job.lane
             with self.issuer.context(lane):
                 self.issuer.start(self.plain.plain_job(self, entry.job.index, entry.flat, lane, entry.job.result,

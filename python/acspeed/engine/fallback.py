@@ -1,4 +1,4 @@
-"""The compression guard's pieces (the guard itself runs in state.py, at the step's last hook
+"""The non-finite fallback's pieces (the fallback itself runs in state.py, at the step's last hook
 call): a bucket whose compressed, reduced copy holds NaN/Inf is reduced again uncompressed. The
 reduced copy is identical on every rank, so every rank reaches the same verdict."""
 import dataclasses
@@ -20,13 +20,13 @@ def can_overflow(compressed: torch.dtype, original: torch.dtype) -> bool:
     """Can a sum that `original` holds be too large for `compressed`? Only when `compressed`'s
     largest value is smaller by more than rounding at the edge of the range (bf16 against fp32: no;
     its largest value is within 0.4% of fp32's). Where it cannot, a non-finite compressed sum means
-    a non-finite gradient, which re-sending uncompressed would not make finite: the guard would only
+    a non-finite gradient, which re-sending uncompressed would not make finite: the fallback would only
     cost a pass over every bucket."""
     return torch.finfo(compressed).max < torch.finfo(original).max / 2
 
 
 @dataclasses.dataclass
-class Guarded:
+class FallbackEntry:
     """A compressed bucket whose verdict the step's last hook call settles."""
     job: Optional[Job]
     flat: torch.Tensor
