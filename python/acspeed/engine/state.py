@@ -28,7 +28,11 @@ see guard.can_overflow): the reduced copy is identical on every rank, so every r
 verdict. A bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is
 reduced again uncompressed, in the step's last hook call, which waits once for the step's compressed results
 (the only host synchronisation of the step, and only when the guard is on; on the CPU nothing
-else waits). HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
+else waits). On the CPU that call also checks the fp16 buckets' reduced copies and unpacks the
+finite ones, bucket by bucket as each arrives: the backend's thread that completes a reduction goes
+straight on to the next, as under torch's fp16_compress_hook, and the check's pass runs on the
+hook's thread while it waits for the step's later transfers (bench/runtime/RESULTS.md).
+HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
 GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
 
 An observer (acspeed.probes.BucketObserver, via `attach_observer`) sees bucket_launched(index,
@@ -304,6 +308,10 @@ class HookState:
             observer.bucket_completed(index)
         return flat
 
+    def _complete(self, entry: Guarded) -> None:
+        entry.unpack()
+        entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
+
     def _end_step(self, buckets: int) -> None:
         """The step's last hook call: issue what is still queued, settle the guard, reset."""
         self._expected = 0
@@ -315,30 +323,35 @@ class HookState:
 
     def _settle_guard(self) -> None:
         """Waits for the step's guarded buckets (their flags exist once their finish callbacks ran),
-        reads the flags, completes the finite buckets still open (CUDA) and re-sends the others
-        uncompressed, in bucket order: every rank holds the same reduced values, hence the same
-        flags, so every rank issues the same re-sends."""
+        reads the flags (CPU: checks the casts' reduced copies here, bucket by bucket as each
+        arrives), completes the finite buckets still open and re-sends the others uncompressed, in
+        bucket order: every rank holds the same reduced values, hence the same flags, so every rank
+        issues the same re-sends."""
         entries, self._guarded = self._guarded, []
         if not entries:
             return
-        for entry in entries:
-            entry.job.finished.wait()  # the finish callback ran (CPU: waits for the compressed reduction)
+        resend = []
         if self.device.type == "cuda":
+            for entry in entries:
+                entry.job.finished.wait()  # the finish callback ran
             current = torch.cuda.current_stream(self.device)
             for entry in entries:
                 current.wait_event(entry.ready)
             nonfinite = torch.stack([entry.flag for entry in entries]).tolist()  # the step's one host sync
-        else:
-            nonfinite = [bool(entry.flag) for entry in entries]
-        resend = []
-        for entry, bad in zip(entries, nonfinite):
-            if bad:
-                resend.append(entry)
-            elif entry.ready is not None:  # CUDA: finite, unpack on the lane's CUDA stream after the flag
-                with self.issuer.context(entry.job.lane):
+            for entry, bad in zip(entries, nonfinite):
+                if bad:
+                    resend.append(entry)
+                    continue
+                with self.issuer.context(entry.job.lane):  # finite: unpack on the lane's CUDA stream after the flag
                     torch.cuda.current_stream(self.device).wait_event(entry.ready)
-                    entry.unpack()
-                    entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
+                    self._complete(entry)
+        else:
+            for entry in entries:
+                entry.job.finished.wait()  # the finish callback ran: the compressed reduction is done
+                if entry.verdict():
+                    resend.append(entry)
+                elif entry.reduced is not None:  # a cast's bucket, checked here: finite, unpack it
+                    self._complete(entry)
         for entry in resend:
             self.guard_fallbacks += 1
             _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "
