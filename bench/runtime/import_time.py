@@ -14,12 +14,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # bench/st
 import stats  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PROBE = ("import time\nt0 = time.perf_counter()\nimport torch\nt1 = time.perf_counter()\n{extra}"
+SCRIPT = ("import time\nt0 = time.perf_counter()\nimport torch\nt1 = time.perf_counter()\n{extra}"
          "t2 = time.perf_counter()\nprint(t2 - t0, t2 - t1)\n")
 
 
 def run(with_acspeed: bool) -> tuple:
-    code = PROBE.format(extra="import acspeed\n" if with_acspeed else "")
+    code = SCRIPT.format(extra="import acspeed\n" if with_acspeed else "")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     total, after_torch = map(float, out.stdout.split())

@@ -55,9 +55,9 @@ fs::path existing_ancestor(fs::path path) {
 }
 
 void refuse_network_filesystem(const std::string& path) {
-  const auto probe = existing_ancestor(path);
+  const auto ancestor = existing_ancestor(path);
   struct statfs info {};
-  if (statfs(probe.c_str(), &info) != 0) return;
+  if (statfs(ancestor.c_str(), &info) != 0) return;
   if (const char* name = network_fs_name(static_cast<int64_t>(info.f_type))) {
     ACS_THROW(StoreError,
               "store {} is on a network file system ({}): SQLite's WAL needs local file locking, so "

@@ -4,7 +4,9 @@ rules it applies.
 At import, NCCL_TUNER_PLUGIN is pointed at the plugin unless the user set it. At DDP construction
 the config is written to a file named by ACSPEED_NCCL_RULES, which communicators created afterwards
 read; communicators created earlier (the decision broadcast already made one) get the rules through
-the plugin's exported setter `int acspeed_nccl_tuner_set_rules(const char* config_json)`."""
+the plugin's exported setter `int acspeed_nccl_tuner_set_rules(const char* config_json)`. The file
+is this process's own (named by its pid) and removed when the process exits."""
+import atexit
 import ctypes
 import functools
 import os
@@ -40,6 +42,13 @@ def _setter(path: str):
     return getattr(ctypes.CDLL(path), SETTER)
 
 
+def _remove(rules_file: pathlib.Path) -> None:
+    try:
+        rules_file.unlink()
+    except OSError:  # removed by someone else, or /tmp cleaned meanwhile
+        pass
+
+
 def publish_rules(config_json: str, path: pathlib.Path = None) -> None:
     """Makes `config_json`'s NCCL rules the plugin's rules, for communicators created later
     (ACSPEED_NCCL_RULES file) and earlier (the plugin's setter). A rules file the user named
@@ -50,6 +59,8 @@ def publish_rules(config_json: str, path: pathlib.Path = None) -> None:
         _log.info(f"ACSPEED_NCCL_RULES={os.environ['ACSPEED_NCCL_RULES']} set by the user: "
                   "acspeed leaves the NCCL rules to that file", once="user-nccl-rules")
         return
+    if not rules_file.exists():
+        atexit.register(_remove, rules_file)
     rules_file.write_text(config_json)
     os.environ["ACSPEED_NCCL_RULES"] = str(rules_file)
     if not plugin_active(path):

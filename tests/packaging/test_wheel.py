@@ -356,7 +356,7 @@ def _copy_tracked_files(destination: pathlib.Path) -> None:
 
 @pytest.mark.slow
 def test_non_root_user_pip_installs_the_source_into_a_venv():
-    """The README's `pip install .` as `nobody`, from a copy of the checkout's files, into a venv
+    """docs/reference.md's `pip install .` as `nobody`, from a copy of the checkout's files, into a venv
     reusing this interpreter's torch through --system-site-packages: CMake compiles the whole package
     in pip's build, with no root and no index (--no-build-isolation: scikit-build-core and pybind11
     come from the system site). Then, as nobody, the entry points and `import acspeed` run from the

@@ -106,6 +106,22 @@ def test_rules_reach_file_and_live_plugin(fake_plugin, tmp_path, monkeypatch):
     assert len(record.read_text().splitlines()) == 1
 
 
+def test_the_rules_file_is_removed_when_the_process_exits(tmp_path):
+    """Every process that applies a config writes its own rules file (named by its pid): it must not
+    stay behind in the temporary folder after the job."""
+    code = ("import os, sys\n"
+            "from acspeed import nccl\n"
+            "nccl.publish_rules('{\"version\": 1}', nccl.plugin_path())\n"
+            "nccl.publish_rules('{\"version\": 1}', nccl.plugin_path())\n"  # written twice, removed once
+            "print(os.environ['ACSPEED_NCCL_RULES'])\n")
+    env = {key: value for key, value in os.environ.items() if key != "ACSPEED_NCCL_RULES"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env=dict(env, TMPDIR=str(tmp_path)), check=True)
+    written = result.stdout.strip()
+    assert written.startswith(str(tmp_path)) and not os.path.exists(written), (written, os.listdir(tmp_path))
+    assert result.stderr == ""
+
+
 def test_real_plugin_accepts_config_rules(tmp_path, monkeypatch):
     """With libnccl-tuner-acspeed.so built (CMake puts it next to the package), its setter takes a
     valid config's rules (status 0, no warning) and refuses a bad one (acspeed warns once)."""

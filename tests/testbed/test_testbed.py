@@ -237,7 +237,7 @@ def test_the_benchmark_example_runs_unchanged_on_two_nodes(testbed, cluster, tmp
 
 
 def two_node_tune(tune_binary, isolated_store, repo_root, markers, faults, trial_timeout):
-    """The environment and the `sh -c` command (the README's recipe, no exec) of a tuning session of
+    """The environment and the `sh -c` command (docs/reference.md's recipe, no exec) of a tuning session of
     tiny_models:faulty_mlp on two nodes, whose rank 1 (on node 1) fires `faults`."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo_root / "tests" / "tuner"), os.environ["PYTHONPATH"]]),
                ACSPEED_PYTHON=sys.executable, TINY_FAULTS=faults, TINY_FAULT_RANK="1", TINY_FAULT_DIR=str(markers))

@@ -69,8 +69,8 @@ def from_data(spec: str, rank: int, world_size: int, batch_size: int, count: int
         raise DataSpecError(f"--data '{spec}': {call} raised {type(error).__name__}: {error}") from error
     if len(items) < count:
         raise DataSpecError(f"--data '{spec}': {call} gave {'no' if not items else len(items)} batch(es); at least "
-                            f"{count} are needed, one per step of the convergence guard's trajectories "
-                            f"(--trajectory-steps)")
+                            f"{count} are needed, one per step of the convergence guard's longest trajectory "
+                            f"(--trajectory-steps, doubled: an undecided verdict is extended)")
     for index, item in enumerate(items):
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, torch.Tensor) for x in item)):
             inner = ", ".join(_describe(x) for x in item) if isinstance(item, (tuple, list)) else _describe(item)

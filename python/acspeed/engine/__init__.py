@@ -12,5 +12,5 @@ Loaded at the first DDP construction that installs a hook (acspeed._patch.instal
     lanes.py        the lanes: process groups (and CUDA streams) buckets are spread over
     issue.py        the issuers: when each phase's collective is issued (ISSUERS)
     buffers.py      buffers reused across steps
-    collectives.py  which collectives the backend has (probed once)
+    collectives.py  which collectives the backend has (checked once)
 """

@@ -1,8 +1,8 @@
 """The collectives the comm hook is built from, with what the backend lacks built from what it has.
 
-Which native collectives work is probed once per hook setup on the lane group (every rank runs the
-same probes, then agrees on the result with an all-reduce of the flags), so all ranks take the same
-path. A probe issues the collective asynchronously and waits on it as the hook does: on its Work's
+Which native collectives work is tried once per hook setup on the lane group (every rank tries the
+same ones, then agrees on the result with an all-reduce of the flags), so all ranks take the same
+path. A try issues the collective asynchronously and waits on it as the hook does: on its Work's
 future for the collectives that can end a bucket's reduction (the hook chains the bucket's completion
 on that future), on the Work itself for reduce_scatter_tensor. Some backends' Work objects have no
 future ("Work::getFuture not implemented"); without one for all_reduce, the hook cannot run
@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-PROBES = ("reduce_scatter_tensor", "all_gather_into_tensor", "all_reduce", "reduce", "broadcast")
+CHECKED_OPS = ("reduce_scatter_tensor", "all_gather_into_tensor", "all_reduce", "reduce", "broadcast")
 _BUILT_FROM_OTHERS = ("reduce_scatter_tensor", "all_gather_into_tensor")
 
 
@@ -59,8 +59,8 @@ class Collectives:
     problems: Dict[Tuple[str, torch.dtype], str] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def probe(cls, group, dtypes: Iterable[torch.dtype], device, ops: Iterable[str] = PROBES) -> "Collectives":
-        """Collective over `group`: every rank probes the same `ops` (of PROBES) for each dtype."""
+    def detect(cls, group, dtypes: Iterable[torch.dtype], device, ops: Iterable[str] = CHECKED_OPS) -> "Collectives":
+        """Collective over `group`: every rank tries the same `ops` (of CHECKED_OPS) for each dtype."""
         keys = [(op, dtype) for dtype in sorted(set(dtypes), key=str) for op in ops]
         problems = {key: problem for key in keys for problem in [_try(*key, group, device)] if problem is not None}
         flags = torch.tensor([0 if key in problems else 1 for key in keys], dtype=torch.int64, device=device)

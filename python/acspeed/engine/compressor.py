@@ -26,7 +26,7 @@ class Compressor(Protocol):
     Every rank builds the same one from the same config, so every rank issues the same
     collectives."""
 
-    # A dtype the backend must all-reduce besides the gradients' own (probed once by the hook
+    # A dtype the backend must all-reduce besides the gradients' own (checked once by the hook
     # state; a compressor whose dtype the backend lacks gives way to the plain path), or None.
     wire_dtype: Optional[torch.dtype]
     # What it keeps across steps (PowerSGD's factors and residuals, acspeed.state_dict), or None.

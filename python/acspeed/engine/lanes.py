@@ -99,7 +99,7 @@ def _node_key() -> str:
 class Lane:
     index: int
     slots: List[Optional[object]]   # per phase: the group it runs on (None: this rank takes no part)
-    group: object                   # every rank of the DDP group (probes run here)
+    group: object                   # every rank of the DDP group (the backend check runs here)
     intra: Optional[object] = None  # hierarchical: this rank's node (None when its node has one rank)
     inter: Optional[object] = None  # hierarchical: peers across nodes (None when not a member / one node)
     leader: Optional[int] = None    # hierarchical over unequal nodes: global rank of this node's leader

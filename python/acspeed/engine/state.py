@@ -1,6 +1,6 @@
 """The DDP comm hook that realises a config: algorithm x streams x compression.
 
-    state = HookState.create(config, group, params)   # collective: builds lanes, probes the backend
+    state = HookState.create(config, group, params)   # collective: builds lanes, checks the backend's collectives
     ddp.register_comm_hook(state, comm_hook)          # acspeed does this at construction (install)
 
 Per bucket, in the hook call (DDP's backward thread; see issue.py for why the order is the same on
@@ -44,7 +44,7 @@ from .. import _log, _runtime, decision, scaler
 from .algorithms import ALGORITHMS
 from .buffers import Scratch
 from .cast import Cast
-from .collectives import PROBES, Collectives
+from .collectives import CHECKED_OPS, Collectives
 from .compressor import Compressor, compressor_for
 from .guard import Guarded
 from .issue import Job, issuer_for
@@ -119,7 +119,7 @@ class HookState:
     @classmethod
     def create(cls, config: "CommConfig", group, params: List[torch.nn.Parameter]) -> "HookState":
         """Collective over the default group (new process groups) and over `group` (topology,
-        agreement, probes). If any rank cannot build its part, every rank raises RuntimeError (none
+        agreement, the backend check). If any rank cannot build its part, every rank raises RuntimeError (none
         is left waiting) naming the ranks and their errors."""
         backend = str(dist.get_backend(group))
         ranks = sorted(dist.get_process_group_ranks(group))
@@ -142,8 +142,8 @@ class HookState:
                 raise RuntimeError(describe_failures(failed))
             dtypes = {p.dtype for p in params if p.requires_grad and p.is_floating_point()}
             wanted = compressor.wire_dtype
-            ops = ("all_reduce",) if config.algorithm == "allreduce" else PROBES
-            collectives = Collectives.probe(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
+            ops = ("all_reduce",) if config.algorithm == "allreduce" else CHECKED_OPS
+            collectives = Collectives.detect(lanes[0].group, dtypes | ({wanted} if wanted else set()), device, ops)
             # What the hook cannot build from anything else: an asynchronous all-reduce with a future of
             # the gradients' dtypes (some backends' Work has none), and hierarchical's reduce/broadcast.
             needed = ("all_reduce", "reduce", "broadcast") if algorithm.by_node else ("all_reduce",)
@@ -168,9 +168,9 @@ class HookState:
     def replace_config(self, config: "CommConfig") -> None:
         """Hands the hook a new config (a seam for tuning inside a live job: whoever owns the step
         count calls it on every rank in the same step). It takes over at the next step's bucket 0,
-        never within a step. Local: only what needs no new process group and no new probe of the
+        never within a step. Local: only what needs no new process group and no new check of the
         backend can change, i.e. the compression among those with the same lane slots whose wire
-        dtype the hook has probed (to none from fp16/bf16, PowerSGD's rank and start step, which
+        dtype the hook has checked (to none from fp16/bf16, PowerSGD's rank and start step, which
         start with fresh factors); ValueError names what else differs. DDP's own knobs
         (bucket_cap_mb, ...) are not the hook's."""
         fixed = [name for name in ("algorithm", "streams") if getattr(config, name) != getattr(self.config, name)]
@@ -178,10 +178,10 @@ class HookState:
         if compressor.roles(self.algorithm) != self.compressor.roles(self.algorithm):
             fixed.append("compression's lane slots")
         if compressor.wire_dtype is not None and not self.collectives.supports("all_reduce", compressor.wire_dtype):
-            fixed.append(f"compression ({config.compression}'s wire dtype was not probed on this backend)")
+            fixed.append(f"compression ({config.compression}'s wire dtype was not checked on this backend)")
         if fixed:
             raise ValueError(f"replace_config: {', '.join(fixed)} cannot change inside a live hook "
-                             "(it needs new process groups or probes: re-wrap the model instead)")
+                             "(it needs new process groups or checks: re-wrap the model instead)")
         self._replacement = (config, compressor)
 
     def close(self) -> None:

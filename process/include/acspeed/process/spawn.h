@@ -41,7 +41,7 @@ pid_t spawn(const SpawnOptions& options);
 
 // Runs `body` in a forked child without exec and returns its exit code (exit_status.h). The body
 // runs in a copy of a possibly multi-threaded process: async-signal-safe calls only (a syscall such
-// as unshare() to probe what the machine allows, without changing this process).
+// as unshare() to test what the machine allows, without changing this process).
 int run_in_child(int (*body)());
 
 }  // namespace acspeed::process
