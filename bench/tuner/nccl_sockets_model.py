@@ -7,7 +7,7 @@ NCCL on CUDA, each stream's communicator opens threads x sockets TCP connections
 link the model's fit for N flows is the rate N flows carry: min(N x flow rate, link rate) (the link
 the step model fits per flow count, step_model.h). The table gives the wire time of one step's
 gradients at that rate; a socket value whose flow count no trial fitted gets no forecast: the tuner
-measures it first (flow_count_unmeasured). Usage: python bench/tuner/nccl_sockets_model.py
+measures it first (flow_count_unmeasured). Usage: PYTHONPATH=python python3 bench/tuner/nccl_sockets_model.py
 [--link-gbit 2] [--flow-mbit 500] [--payload-mb 46.8] (resnet18's fp32 gradients)."""
 import argparse
 import json
