@@ -19,6 +19,7 @@ steps ran before compression started.
 import argparse
 import datetime
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -45,8 +46,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default="resnet50",
-                        help="a torchvision classification model name, or pkg.module:function returning "
-                             "(model, make_batch) where make_batch(batch_size) returns (inputs, targets)")
+                        help="a torchvision classification model name, or pkg.module:name or path/to/file.py:name "
+                             "naming a torch.nn.Module class, a function returning a module, or a function returning "
+                             "(model, make_batch) where make_batch(batch_size) returns (inputs, targets); without "
+                             "make_batch the batch is random images (batch, 3, S, S) with labels over the output's "
+                             "last dimension")
     # Its own list of acspeed's precisions: the script must run with `import acspeed` commented out.
     parser.add_argument("--precision", default="fp32", choices=("amp", "fp32", "fp16", "bf16"),
                         help="amp = autocast (fp16 on GPU, bf16 on CPU)")
@@ -73,26 +77,76 @@ def parse_args(argv=None):
     return args
 
 
-def build_model(name: str, image_size: int, device):
-    """(model, make_batch) for a torchvision classification model or a user's pkg.module:function."""
-    if ":" in name:
-        module_name, function_name = name.split(":", 1)
-        model, make_batch = getattr(importlib.import_module(module_name), function_name)()
-        return model.to(device), make_batch
-    import torchvision  # noqa: PLC0415 - only for torchvision names
-    known = torchvision.models.list_models(module=torchvision.models)
-    if name not in known:
-        raise SystemExit(f"--model {name} is not a torchvision classification model "
-                         f"(e.g. {', '.join(sorted(known)[:8])}, ...) nor pkg.module:function")
-    model = torchvision.models.get_model(name, weights=None).to(device)
-    classes = 1000
-
+def image_batches(model, image_size: int, device, classes=None):
+    """make_batch(batch_size) -> (random images (batch, 3, S, S), integer labels below `classes`;
+    None: the last dimension of the model's output, counted at the first call)."""
     def make_batch(batch_size):
         generator = torch.Generator(device=device).manual_seed(0)
         inputs = torch.randn(batch_size, 3, image_size, image_size, device=device, generator=generator)
-        targets = torch.randint(0, classes, (batch_size,), device=device, generator=generator)
+        count = classes
+        if count is None:
+            try:
+                with torch.no_grad():
+                    output = model.eval()(inputs[:1])
+            except Exception as error:  # noqa: BLE001 - the user's model: named in the message
+                raise SystemExit(f"--model: the model rejects the default batch of shape {tuple(inputs.shape)} "
+                                 f"(random images): {type(error).__name__}: {error}; give make_batch") from error
+            finally:
+                model.train()
+            output = output[0] if isinstance(output, (tuple, list)) else output
+            if not (isinstance(output, torch.Tensor) and output.dim() == 2):
+                raise SystemExit(f"--model: for the default batch of shape {tuple(inputs.shape)} the model returns "
+                                 f"{type(output).__name__} {tuple(getattr(output, 'shape', ()))}, not (batch, "
+                                 f"classes) scores; give make_batch")
+            count = output.shape[1]
+        targets = torch.randint(0, count, (batch_size,), device=device, generator=generator)
         return inputs, targets
-    return model, make_batch
+    return make_batch
+
+
+def build_model(name: str, image_size: int, device):
+    """(model, make_batch) for --model: a torchvision classification model, or pkg.module:name or
+    path/to/file.py:name naming a torch.nn.Module class, a function returning a module, or a function
+    returning (model, make_batch). acspeed's own copy (acspeed/_worker/models.py) is not used: this
+    script must run with `import acspeed` commented out."""
+    if ":" not in name:
+        import torchvision  # noqa: PLC0415 - only for torchvision names
+        known = torchvision.models.list_models(module=torchvision.models)
+        if name not in known:
+            raise SystemExit(f"--model {name} is not a torchvision classification model "
+                             f"(e.g. {', '.join(sorted(known)[:8])}, ...) nor pkg.module:name or path/to/file.py:name")
+        model = torchvision.models.get_model(name, weights=None).to(device)
+        return model, image_batches(model, image_size, device, classes=1000)
+    target, _, attribute = name.rpartition(":")
+    if target.endswith(".py") or os.sep in target:  # a file, relative to the current folder
+        path = os.path.abspath(target)
+        if not os.path.isfile(path):
+            raise SystemExit(f"--model {name}: no file {path}")
+        if os.path.dirname(path) not in sys.path:  # its own imports resolve as under `python path/to/file.py`
+            sys.path.insert(0, os.path.dirname(path))
+        spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:  # from the current folder first, as acspeed-tune imports it from the folder it was started in
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(target)
+    found = getattr(module, attribute, None)
+    if found is None or isinstance(found, torch.nn.Module) or not callable(found):
+        raise SystemExit(f"--model {name}: {attribute} is {type(found).__name__}, not a torch.nn.Module class or a "
+                         f"function")
+    try:
+        built = found()
+    except TypeError as error:
+        raise SystemExit(f"--model {name}: {attribute}{inspect.signature(found)} cannot be called without "
+                         f"arguments: {error}") from error
+    if isinstance(built, torch.nn.Module):
+        model = built.to(device)
+        return model, image_batches(model, image_size, device)
+    if isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module) and callable(built[1]):
+        return built[0].to(device), built[1]
+    raise SystemExit(f"--model {name}: {attribute}() returned {type(built).__name__}, not a torch.nn.Module nor "
+                     f"(model, make_batch)")
 
 
 def compression_start_step(ddp) -> int:

@@ -5,6 +5,7 @@
 //   acspeed-tune --model resnet50 --precision amp --nproc-per-node 8 [--nnodes 2 --node-rank R
 //                --master-addr HOST --master-port PORT] [search space, budget, strategy...]
 //   acspeed-tune --resume SESSION        continues a session with the options it was started with
+#include <filesystem>
 #include <limits>
 #include <random>
 
@@ -36,7 +37,7 @@ std::string usage() {
   std::string knob_options;
   for (const auto& knob : tuner::knobs()) knob_options += fmt::format("[--{} LIST] ", knob.option);
   return fmt::format(
-      "acspeed-tune [tune] --model NAME|pkg.module:function [--precision {}] [--nproc-per-node N] "
+      "acspeed-tune [tune] --model NAME|pkg.module:name|path/to/file.py:name [--precision {}] [--nproc-per-node N] "
       "[--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--batch-size N] [--image-size N] "
       "[--warmup N] [--steps N] [--repeats N] [--budget-minutes M] {}"
       "[--data pkg.module:function] [--trajectory-steps T] "
@@ -53,8 +54,11 @@ po::options_description tune_options() {
                                                     : std::string("default: none");
   po::options_description o("tune options");
   o.add_options()
-      ("model", po::value<std::string>(), "torchvision classification model (resnet50) or pkg.module:function "
-       "returning (model, make_batch)")
+      ("model", po::value<std::string>(), "torchvision classification model (resnet50), or pkg.module:name or "
+       "path/to/file.py:name (relative to this folder) where name is a torch.nn.Module class taking no arguments, "
+       "a function returning a module, or a function returning (model, make_batch), make_batch(batch_size) "
+       "returning (inputs, targets); without make_batch or --data the batch is (batch, 3, S, S) random images "
+       "(S = --image-size) with integer targets over the output's last dimension")
       ("precision", po::value<std::string>(), fmt::format("{} (default fp32)", join(precision_names(), "|")).c_str())
       ("nproc-per-node", po::value<std::string>(), fmt::format("ranks per node (default: the GPUs, else {})",
                                                                cpu.nproc_per_node).c_str())
@@ -73,7 +77,7 @@ po::options_description tune_options() {
       ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str());
   for (const auto& knob : tuner::knobs()) o.add_options()(knob.option.c_str(), po::value<std::string>(), knob.help().c_str());
   o.add_options()
-      ("data", po::value<std::string>(), "pkg.module:function, called on every rank as function(rank, world_size, "
+      ("data", po::value<std::string>(), "pkg.module:function or path/to/file.py:function, called on every rank as function(rank, world_size, "
        "batch_size) and returning an iterable of (inputs, targets) torch tensors (batch_size rows; targets: integer "
        "class indices, or floats of the model output's shape): the batches of the trials, the gradient-fidelity "
        "window and, with --compression, the convergence guard's trajectories (its first T items). Default: the "
@@ -87,7 +91,8 @@ po::options_description tune_options() {
       ("resume", po::value<std::string>(), "continue session SESSION with its stored options")
       ("share-gpus", "let more ranks than this node's GPUs share them (device = local rank mod GPUs, each rank its "
        "own NCCL host identity; also ACSPEED_SHARE_GPUS=1); the decision then applies only to jobs that share GPUs")
-      ("dry-run", "print the plan and exit");
+      ("dry-run", "print the plan, check --model and --data as the workers will (built once on the CPU, one "
+       "batch through forward and loss; exit 2 when they cannot be used) and exit");
   return o;
 }
 
@@ -138,6 +143,7 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.args = args;
   o.python = python_interpreter();
   o.python_path = python_source_dir();
+  o.start_dir = std::filesystem::current_path().string();
   request.dry_run = vm.count("dry-run") > 0;
   if (vm.count("resume")) {
     o.resume = id_option(vm, "resume", "--resume", kSessionIds);
@@ -150,10 +156,13 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
     o.budget_minutes = float_option(vm, "budget-minutes", 0, 0, 1e6);
     return request;
   }
-  if (!vm.count("model")) ACS_THROW(InvalidArgument, "--model is required (a torchvision model name or pkg.module:function)");
+  if (!vm.count("model")) {
+    ACS_THROW(InvalidArgument, "--model is required (a torchvision model name, pkg.module:name or path/to/file.py:name)");
+  }
   o.model = text_of(vm, "model");
   if (o.model.empty() || o.model.front() == '-') {
-    ACS_THROW(InvalidArgument, "--model '{}' is not accepted (accepted: a torchvision model name or pkg.module:function)", o.model);
+    ACS_THROW(InvalidArgument, "--model '{}' is not accepted (accepted: a torchvision model name, pkg.module:name or "
+              "path/to/file.py:name)", o.model);
   }
   if (vm.count("precision")) o.precision = parse_precision(text_of(vm, "precision"), "--precision");
   o.nnodes = int_option(vm, "nnodes", 1, 1, 4096);
@@ -186,8 +195,8 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
     o.data = text_of(vm, "data");
     const auto colon = o.data.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == o.data.size() || o.data.front() == '-') {
-      ACS_THROW(InvalidArgument, "--data '{}' is not accepted (accepted: pkg.module:function returning an iterable of "
-                "(inputs, targets) for (rank, world_size, batch_size))", o.data);
+      ACS_THROW(InvalidArgument, "--data '{}' is not accepted (accepted: pkg.module:function or path/to/file.py:function "
+                "returning an iterable of (inputs, targets) for (rank, world_size, batch_size))", o.data);
     }
   }
   if (vm.count("seed")) {
@@ -281,7 +290,8 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
   options.command_line = global.command_line;
   if (dry_run) {
     print_plan(options, fingerprint().instance_type);
-    fmt::print("dry run: nothing launched, nothing stored\n");
+    fmt::print("{}\n", tuner::check_model(options));
+    fmt::print("dry run: nothing launched under torchrun, nothing stored\n");
     return kExitOk;
   }
   Progress progress(std::chrono::seconds(static_cast<int64_t>(options.budget_minutes * 60)),

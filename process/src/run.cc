@@ -44,6 +44,7 @@ RunResult run(const RunOptions& options) {
 
   SpawnOptions spawn_options;
   spawn_options.argv = options.argv;
+  spawn_options.env = options.env;
   spawn_options.stdin_fd = in_read.fd;
   spawn_options.stdout_fd = out_write.fd;
   spawn_options.stderr_fd = options.capture_stderr ? out_write.fd : -1;

@@ -146,6 +146,8 @@ def yield_to_user(ddp, state: "HookState", user_state, user_hook) -> None:
         ddp.logger._set_comm_hook_name(name)
     if hasattr(ddp, "_comm_hooks"):
         ddp._comm_hooks = [(user_hook, user_state)]
+    if state.stepper is not None:  # online tuning (acspeed.online) ends with it: nothing left to switch
+        state.stepper.stop(f"your comm hook {name} took over")
     state.close()
     _log.info(f"your comm hook {name} replaces acspeed's ({state.config.algorithm}, "
               f"{state.config.streams} stream(s), compression {state.config.compression})",

@@ -119,7 +119,7 @@ def _report(found: decision.Decision, notes: list, trouble: bool = False) -> Non
         _log.info(line)
 
 
-def _decide(module, group, device) -> decision.Decision:
+def _decide(module, group, device, arguments: dict) -> decision.Decision:
     given = getattr(_forced, "decision", None)
     if given is not None:
         return given
@@ -129,7 +129,12 @@ def _decide(module, group, device) -> decision.Decision:
         off = decision.Decision(source="error", config=None, message=f"{error}; using DDP defaults")
     if off is not None:
         return off
-    mine = decision.lookup(module, group.size()) if group.rank() == 0 else None
+    mine = None
+    if group.rank() == 0:
+        mine = decision.lookup(module, group.size())
+        if group.size() >= 2:
+            from . import online  # noqa: PLC0415 - only where a job may tune online
+            mine = online.offer(mine, group, arguments, device)
     return decision.share(mine, group, device)
 
 
@@ -144,10 +149,14 @@ def construct(original, signature, ddp, args, kwargs) -> None:
     group = _ddp_group(arguments)
     first = next(iter(module.parameters()), None)
     device = first.device if first is not None else torch.device("cpu")
-    found = _decide(module, group, device)
+    found = _decide(module, group, device, arguments)
     if found.source == "error" and _runtime.strict_or_off():
         raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): {found.message}")
     config = found.config
+    if found.online is not None:  # tuned online: it starts from the job's own DDP (acspeed.online)
+        from . import online  # noqa: PLC0415
+        config = online.baseline(found.online)
+        found.message = f"{found.message}; {online.start_line(found.online)}"
     if config is None:
         _report(found, [])
         original(ddp, *args, **kwargs)
@@ -160,13 +169,15 @@ def construct(original, signature, ddp, args, kwargs) -> None:
         original(ddp, **arguments)
     if "nccl" in str(dist.get_backend(group)):  # "nccl", or a mixed "cpu:gloo,cuda:nccl"
         nccl.publish_rules(config.to_json())
-    if config.needs_comm_hook():
+    if config.needs_comm_hook() or found.online is not None:
         blocker = _hook_blocker(ddp, group)
         if blocker is not None:
-            notes.append(blocker)
+            notes.append(blocker + ("; not tuned online" if found.online is not None else ""))
         else:
             try:
-                _patch.install_hook(ddp, config, group)
+                state = _patch.install_hook(ddp, config, group)
+                if found.online is not None:
+                    online.begin(ddp, state, found.online, group, device)
             except (RuntimeError, ValueError) as error:
                 if _runtime.strict_or_off():
                     raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): could not set up acspeed's comm hook ({error})") \

@@ -44,6 +44,7 @@ class Decision:
     message: str                     # the one line rank 0 logs
     applied: bool = False
     warnings: List[str] = dataclasses.field(default_factory=list)
+    online: Optional[dict] = None    # tune this DDP model online: rank 0's payload (acspeed.online.offer)
 
 
 def model_signature(module: torch.nn.Module) -> str:
@@ -52,7 +53,7 @@ def model_signature(module: torch.nn.Module) -> str:
     return _runtime.core().model_signature(params)
 
 
-def _fingerprint() -> dict:
+def fingerprint() -> dict:
     """Not cached: cheap, and ACSPEED_INSTANCE_TYPE may change between DDP constructions."""
     return _runtime.core().fingerprint(torch.__version__)
 
@@ -73,7 +74,7 @@ def lookup(module: torch.nn.Module, world_size: int) -> Decision:
         core = _runtime.core()
         versions = job_versions()
         shared = share_gpus.job_shares_gpus(world_size, core.node_count(world_size))
-        result = core.resolve(_fingerprint()["instance_type"], model_signature(module), precision(),
+        result = core.resolve(fingerprint()["instance_type"], model_signature(module), precision(),
                               world_size, None, versions["torch"], versions["nccl"], gpus_shared=shared)
     except (RuntimeError, ValueError) as error:
         return Decision(source="error", config=None, message=f"{error}; using DDP defaults")

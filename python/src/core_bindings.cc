@@ -99,7 +99,8 @@ std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arg
                                                       const std::string& instance_type,
                                                       const std::string& model_signature,
                                                       const std::string& precision, int window_steps,
-                                                      int discard_steps, int lookahead, int max_windows) {
+                                                      int discard_steps, int lookahead, int max_windows,
+                                                      bool rebuild_reducer) {
   const auto arguments = nlohmann::json::parse(ddp_arguments, nullptr, false);
   if (arguments.is_discarded()) ACS_THROW(InvalidArgument, "the DDP arguments '{}' are not JSON", ddp_arguments);
   tuner::OnlineOptions o;
@@ -114,7 +115,39 @@ std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arg
     const auto store = Store::open({store_path, /*read_only=*/true});
     if (store->exists()) o.model = tuner::online_step_model(*store, instance_type, model_signature, precision, nnodes);
   }
-  return std::make_unique<tuner::OnlineTuner>(tuner::online_space(arguments, nnodes, gpu), std::move(o));
+  return std::make_unique<tuner::OnlineTuner>(tuner::online_space(arguments, nnodes, gpu, rebuild_reducer), std::move(o));
+}
+
+// Stores a settled online tuner in the store at `store_path` ("" = the default) as a session of kind
+// online (tuner::store_online); the GIL is released while the store works (a writer thread calls it).
+py::dict store_online_session(const tuner::OnlineTuner& tuner, const std::string& store_path,
+                              const std::string& instance_type, const std::string& model_signature,
+                              const std::string& precision, int64_t world_size, int64_t nnodes, bool gpus_shared,
+                              const std::string& model_name, int64_t batch_size, const std::string& versions_json) {
+  tuner::OnlineJob job;
+  job.key = {instance_type, model_signature, precision, world_size, nnodes, gpus_shared};
+  job.model_name = model_name;
+  job.batch_size = batch_size;
+  job.versions = nlohmann::json::parse(versions_json, nullptr, false);
+  if (!job.versions.is_object()) ACS_THROW(InvalidArgument, "the job's versions '{}' are not a JSON object", versions_json);
+  job.torch_version = job.versions.value("torch", "");
+  job.nccl_version = job.versions.value("nccl", "");
+  job.cuda_version = job.versions.value("cuda", "");
+  tuner::StoredOnline stored;
+  std::string path;
+  {
+    py::gil_scoped_release release;
+    const auto store = Store::open({store_path, /*read_only=*/false});
+    stored = tuner::store_online(*store, tuner, job);
+    path = store->path();
+  }
+  py::dict out;
+  out["session_id"] = stored.session_id;
+  out["decision_id"] = stored.decision_id;
+  out["active"] = stored.active;
+  out["inactive_because"] = stored.inactive_because;
+  out["store"] = path;
+  return out;
 }
 
 }  // namespace
@@ -234,23 +267,33 @@ PYBIND11_MODULE(_core, m) {
            py::arg("window_steps") = tuner::OnlineOptions{}.window_steps,
            py::arg("discard_steps") = tuner::OnlineOptions{}.discard_steps,
            py::arg("lookahead") = tuner::OnlineOptions{}.lookahead,
-           py::arg("max_windows") = tuner::OnlineOptions{}.max_windows)
+           py::arg("max_windows") = tuner::OnlineOptions{}.max_windows, py::arg("rebuild_reducer") = true)
       .def("window", &tuner::OnlineTuner::window, py::arg("k"))
       .def("push", &tuner::OnlineTuner::push, py::arg("k"), py::arg("step_times_s"))
       .def_property_readonly("settled", &tuner::OnlineTuner::settled)
       .def_property_readonly("decision", &tuner::OnlineTuner::decision)
       .def_property_readonly("baseline", [](const tuner::OnlineTuner& t) { return t.space().baseline; })
+      .def_property_readonly("pinned", [](const tuner::OnlineTuner& t) { return t.space().space.pinned; },
+                             "The knobs held at one value, with why: \"streams (ACSPEED_STREAMS)\"")
       .def_property_readonly("note", &tuner::OnlineTuner::note)
       .def_property_readonly("speedup", &tuner::OnlineTuner::speedup)
       .def_property_readonly("ci_low", &tuner::OnlineTuner::ci_low)
       .def_property_readonly("ci_high", &tuner::OnlineTuner::ci_high)
       .def_property_readonly("max_exploration_steps", &tuner::OnlineTuner::max_exploration_steps)
+      .def_property_readonly("max_window_steps", &tuner::OnlineTuner::max_window_steps)
       .def("evidence", [](const tuner::OnlineTuner& t) { return t.evidence().dump(); },
            "The decision's evidence as JSON text (the offline format, plus \"online\").")
       .def("windows", [](const tuner::OnlineTuner& t) { return nlohmann::json(t.windows()).dump(); },
            "Every window planned so far as JSON text (config, trial role, pair, used, measured step times).")
       .def("configs", [](const tuner::OnlineTuner& t) { return t.configs().dump(); },
            "Every point's config by ordinal as JSON text (what rank 0 broadcasts).");
+  m.def("store_online_session", &store_online_session, py::arg("tuner"), py::arg("store_path"),
+        py::arg("instance_type"), py::arg("model_signature"), py::arg("precision"), py::arg("world_size"),
+        py::arg("nnodes"), py::arg("gpus_shared"), py::arg("model_name"), py::arg("batch_size"),
+        py::arg("versions_json"),
+        "Stores a settled OnlineTuner as a session of kind online with its decision (active unless an "
+        "active decision of another kind holds the key): {session_id, decision_id, active, inactive_because, "
+        "store}. RuntimeError for a store problem.");
   m.def("node_count", &node_count, py::arg("world_size"),
         "Machines in the job: NNODES, else GROUP_WORLD_SIZE, else world size / LOCAL_WORLD_SIZE, else 1; "
         "ValueError names a variable that is set but not a count of 1 to the world size.");

@@ -30,6 +30,11 @@ std::vector<SettingSpec> make_registry() {
       {"ACSPEED_CONFIG", T::kPath, "",
        "A config JSON file to apply whatever instance type it was tuned on (still validated)"},
       {"ACSPEED_DISABLE", T::kBool, "0", "1 turns `import acspeed` off: DDP runs untouched"},
+      {"ACSPEED_ONLINE", T::kChoice, "",
+       "Online tuning inside the training job (docs/online.md): unset tunes the first DDP model of a job of "
+       ">= 2 ranks for which no decision is stored; 0 never tunes online; 1 tunes also over a stored "
+       "decision or ACSPEED_CONFIG",
+       {"0", "1"}},
       {"ACSPEED_SHARE_GPUS", T::kBool, "0",
        "1 lets a node run more ranks than it has GPUs (acspeed-tune --share-gpus; a training job under "
        "`import acspeed`): device = local rank mod GPUs, each rank its own NCCL host identity; decisions "

@@ -44,8 +44,9 @@ def flat_params(module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in module.parameters()])
 
 
-def train(ddp, rank: int, steps: int = STEPS, micro: int = 1) -> torch.Tensor:
-    """SGD with momentum; `micro` > 1 accumulates micro-batches under no_sync before the synced one."""
+def train(ddp, rank: int, steps: int = STEPS, micro: int = 1, stop_when=None) -> torch.Tensor:
+    """SGD with momentum; `micro` > 1 accumulates micro-batches under no_sync before the synced one;
+    `stop_when()` true after a step ends the training there."""
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = batches(rank, steps * micro)
     for step in range(steps):
@@ -56,6 +57,8 @@ def train(ddp, rank: int, steps: int = STEPS, micro: int = 1) -> torch.Tensor:
             with context:
                 torch.nn.functional.mse_loss(ddp(x), y).backward()
         optimizer.step()
+        if stop_when is not None and stop_when():
+            break
     return flat_params(ddp)
 
 
@@ -652,29 +655,29 @@ def engine(rank: int, world_size: int, folder: str) -> dict:
                        "log": captured.take()}
     del ddp
 
-    # A config replaced between steps (the seam for tuning inside a live job), handed over in the
-    # middle of step 1: step 1 ends with the old compression, step 2 starts with the new one.
+    # A config replaced between steps (the seam for tuning inside a live job): more streams, asked
+    # for on every rank before step 0 (collective: it builds that config's lanes), take over at step
+    # 0; the uncompressed config on the first lanes, handed over in the middle of step 1, takes over
+    # at step 2 (step 1 ends with the old one) and reuses the lanes built at the start.
     ddp = acspeed.apply.wrap(make_model(), config(streams=2, bucket_cap_mb=0.001, compression="fp16"))
     state = acspeed._patch.state_of(ddp)
+    first_lanes = state.lanes
     uncompressed, _ = acspeed._runtime.core().CommConfig.from_json(config(streams=2, bucket_cap_mb=0.001))
-    more_lanes, _ = acspeed._runtime.core().CommConfig.from_json(config(streams=3, bucket_cap_mb=0.001))
-    try:
-        state.replace_config(more_lanes)
-        refused = "no error"
-    except ValueError as error:
-        refused = str(error)
+    more_lanes, _ = acspeed._runtime.core().CommConfig.from_json(
+        config(streams=3, bucket_cap_mb=0.001, compression="fp16"))
+    state.replace_config(more_lanes)
     seen = []
 
     class Switching(CountingObserver):
         def bucket_launched(self, index, nbytes):
-            step = sum(1 for _, i, _ in seen if i == 0) + (index == 0) - 1
-            seen.append((step, index, state.config.compression))
+            step = sum(1 for _, i, _, _ in seen if i == 0) + (index == 0) - 1
+            seen.append((step, index, state.config.compression, len(state.lanes)))
             if (step, index) == (1, 1):
                 state.replace_config(uncompressed)
 
     acspeed._patch.attach_observer(ddp, Switching())
     train(ddp, rank, steps=3)
-    out["replace"] = {"refused": refused, "seen": seen}
+    out["replace"] = {"seen": seen, "first_lanes_back": state.lanes is first_lanes}
     del ddp
     captured.take()
 

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <random>
+#include <stdexcept>
 #include <set>
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "../support/error_text.h"
@@ -125,6 +128,16 @@ TEST(OnlineSpace, TheJobsDdpArgumentsAndAcspeedPinsAreNeverSearched) {
   EXPECT_NE(error.find("bucket_cap_mb, gradient_as_bucket_view"), std::string::npos) << error;
   EXPECT_NE(error_of([] { online_space({{"bucket_cap_mb", -1}}, 2, false); }).find("bucket_cap_mb"),
             std::string::npos);
+}
+
+TEST(OnlineSpace, AJobThatCannotRebuildItsReducerHoldsItsBucketSize) {
+  const OnlineSpace s = online_space(nlohmann::json::object(), 2, false, /*rebuild_reducer=*/false);
+  EXPECT_EQ(s.space.bucket_mb.size(), 1u);
+  EXPECT_EQ(s.baseline, two_nodes().baseline);
+  EXPECT_EQ(s.space.size(), 6u);  // algorithms x streams
+  EXPECT_NE(std::find(s.space.pinned.begin(), s.space.pinned.end(),
+                      "bucket_mb (switching it rebuilds DDP's reducer, which this job cannot do)"),
+            s.space.pinned.end());
 }
 
 TEST(OnlineTuner, SearchesPairsDropsTheClearlySlowerAndSettlesOnTheFasterConfig) {
@@ -314,14 +327,32 @@ int64_t stored_session(Store& store, const std::string& signature, int nnodes, c
   return id;
 }
 
-TEST(OnlineStepModel, ComesFromAStoredSessionOfTheSameModelInstanceTypeAndNodeCount) {
-  char pattern[] = "/tmp/acspeed-online-test-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  {
+// A store in a fresh temporary folder, removed with it.
+class TempStore {
+ public:
+  TempStore() {
+    char pattern[] = "/tmp/acspeed-online-test-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
     StoreOptions options;
-    options.path = dir + "/acspeed.db";
-    auto store = Store::open(options);
+    options.path = dir_ + "/acspeed.db";
+    store_ = Store::open(options);
+  }
+  ~TempStore() {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  Store& operator*() { return *store_; }
+  Store* operator->() { return store_.get(); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST(OnlineStepModel, ComesFromAStoredSessionOfTheSameModelInstanceTypeAndNodeCount) {
+  {
+    TempStore store;
     stored_session(*store, "sig-a", 2, "fp32", true);
     stored_session(*store, "sig-a", 2, "amp", false);  // newer, but no compute step: not a model
     stored_session(*store, "sig-b", 2, "fp32", false);
@@ -333,7 +364,48 @@ TEST(OnlineStepModel, ComesFromAStoredSessionOfTheSameModelInstanceTypeAndNodeCo
     EXPECT_FALSE(online_step_model(*store, "box", "sig-b", "fp32", 2).has_value());  // no model stored
     EXPECT_FALSE(online_step_model(*store, "other", "sig-a", "fp32", 2).has_value());
   }
-  std::filesystem::remove_all(dir);
+}
+
+TEST(OnlineStore, ASettledTunerIsASessionOfKindOnlineThatNeverDeactivatesAnOfflineDecision) {
+  {
+    TempStore store;
+    OnlineTuner tuner(two_nodes(), options(2));
+    OnlineJob job;
+    job.key = {"box", "sig-a", "fp32", 2, 2, false};
+    job.model_name = "pkg.net.Net";
+    job.batch_size = 16;
+    job.torch_version = "2.15.0";
+    EXPECT_THROW(store_online(*store, tuner, job), Error);  // not settled: nothing unproven is stored
+    const Drive run = drive(tuner, streams_win, 2);
+    const StoredOnline first = store_online(*store, tuner, job);
+    EXPECT_TRUE(first.active) << first.inactive_because;
+    const auto session = store->session(first.session_id);
+    ASSERT_TRUE(session.has_value());
+    EXPECT_EQ(session->kind, SessionKind::kOnline);
+    EXPECT_EQ(session->status, SessionStatus::kDone);
+    EXPECT_EQ(session->batch_size, 16);
+    const auto trials = store->trials(first.session_id);
+    EXPECT_EQ(static_cast<int>(trials.size()), run.windows);  // every pushed window, as a trial
+    // The decision's 3 pairs, and the pair run meanwhile while their results were awaited (lookahead 2).
+    EXPECT_EQ(std::count_if(trials.begin(), trials.end(), [](const auto& t) { return t.role == TrialRole::kCandidate; }),
+              4);
+    const auto decision = store->active_decision(job.key);
+    ASSERT_TRUE(decision.has_value());
+    EXPECT_EQ(decision->id, first.decision_id);
+    EXPECT_EQ(decision->config.streams, 2);
+    EXPECT_EQ(decision->model_name, "pkg.net.Net");
+
+    // An offline decision for the key becomes active over it (as any new decision); a later online
+    // one is stored inactive and says which decision holds the key.
+    Decision offline = *decision;
+    offline.session_id.reset();
+    offline.config = CommConfig{};
+    const int64_t offline_id = store->add_decision(offline, true);
+    const StoredOnline second = store_online(*store, tuner, job);
+    EXPECT_FALSE(second.active);
+    EXPECT_EQ(second.inactive_because, fmt::format("decision #{} (imported) is active for this key", offline_id));
+    EXPECT_EQ(store->active_decision(job.key)->id, offline_id);
+  }
 }
 
 TEST(OnlineTuner, RefusesWindowsOutOfTurnAndBadTimes) {

@@ -46,7 +46,8 @@ def rows(db, sql, *params):
 
 
 def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
-    result = tune("--model", "resnet50", "--precision", "amp", "--bucket-mb", "1,5,25,100", "--streams", "1,2,4",
+    # A tiny model: the dry run also builds it and runs one batch (the workers' check; tests/cli/test_model_check.py).
+    result = tune("--model", "tiny_models:mlp", "--precision", "amp", "--bucket-mb", "1,5,25,100", "--streams", "1,2,4",
                   "--algorithms", "allreduce,reduce_scatter", "--seed", "3", "--dry-run")
     out = result.stdout
     assert "bucket 1,5,25,100 MiB x allreduce,reduce_scatter x streams 1,2,4 x compression none = 24 configs" in out
@@ -83,9 +84,9 @@ def test_bad_values_are_one_line_usage_errors(tune, args, named):
 
 
 def test_grad_as_bucket_view_is_searched_only_when_asked(tune):
-    plain = tune("--model", "resnet18", "--bucket-mb", "5,25", "--streams", "1", "--dry-run").stdout
+    plain = tune("--model", "tiny_models:mlp", "--bucket-mb", "5,25", "--streams", "1", "--dry-run").stdout
     assert "x compression none = 4 configs" in plain and "bucket-view" not in plain, plain
-    asked = tune("--model", "resnet18", "--bucket-mb", "5,25", "--streams", "1", "--grad-as-bucket-view", "false,true",
+    asked = tune("--model", "tiny_models:mlp", "--bucket-mb", "5,25", "--streams", "1", "--grad-as-bucket-view", "false,true",
                  "--dry-run").stdout
     assert "x compression none x grad-as-bucket-view false,true = 8 configs" in asked, asked
     assert "--grad-as-bucket-view LIST" in tune("tune", "--help").stdout
@@ -98,7 +99,7 @@ def test_bad_env_pin_is_a_usage_error(tune, monkeypatch):
 
 
 def test_powersgd_searches_ranks_1_4_16_and_warms_up_past_its_start_step(tune):
-    out = tune("--model", "resnet18", "--compression", "none,fp16,powersgd", "--warmup", "2", "--dry-run").stdout
+    out = tune("--model", "tiny_models:mlp", "--compression", "none,fp16,powersgd", "--warmup", "2", "--dry-run").stdout
     assert "x compression none,fp16,powersgd x powersgd rank 1,4,16 =" in out, out
     assert "warm-up raised from 2 to 12 steps" in out and "12 warm-up" in out, out
     assert "the convergence guard trains 120-step loss trajectories" in out and "on synthetic" in out, out
@@ -112,7 +113,7 @@ def test_a_bad_powersgd_rank_pin_is_a_usage_error(tune, monkeypatch):
 
 def test_pinned_knob_is_not_searched(tune, monkeypatch):
     monkeypatch.setenv("ACSPEED_STREAMS", "2")
-    out = tune("--model", "resnet18", "--streams", "1,2,4", "--dry-run").stdout
+    out = tune("--model", "tiny_models:mlp", "--streams", "1,2,4", "--dry-run").stdout
     assert "streams 2 x" in out and "pinned (not searched): streams (ACSPEED_STREAMS)" in out
 
 

@@ -115,18 +115,19 @@ def corrupt_compressed_buckets() -> None:
         job = original(self, hook, index, flat, lane, result, compress)
         if not (compress and self.wire_dtype is not None):
             return job
-        finish = job.finish
         calls[0] += 1
         generator = torch.Generator().manual_seed(calls[0])
+        set_result = result.set_result
 
-        def noisy():
-            value = finish()
-            if value is not None:
-                noise = torch.randn(value.numel(), generator=generator, dtype=value.dtype)
-                value.copy_(noise * (value.norm() / noise.norm()))
-            return value
+        # Where the engine hands the bucket to DDP: the job's finish (on the backend's thread) or, for a
+        # guarded bucket on the CPU, the step's last hook call once it has checked the reduced copy.
+        def noisy(value):
+            result.set_result = set_result  # once: a guard's uncompressed re-send is not corrupted
+            noise = torch.randn(value.numel(), generator=generator, dtype=value.dtype)
+            value.copy_(noise * (value.norm() / noise.norm()))
+            set_result(value)
 
-        job.finish = noisy
+        result.set_result = noisy
         return job
 
     cast.Cast.plain_job = corrupted

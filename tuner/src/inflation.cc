@@ -62,6 +62,10 @@ Point point_estimate(const std::vector<double>& smooth_candidate, const std::vec
   return p;
 }
 
+// The bootstrap's default block: a quarter of the smoothing window, rounded, at least 1 (the header
+// says why it is short). Long enough to carry a correlation between neighbouring steps' noise.
+int default_block(int window) { return std::max(1, (window + 2) / 4); }
+
 // Nearest-rank quantile of sorted values (which may hold +infinity): no interpolation across it.
 double quantile_sorted(const std::vector<double>& sorted, double q) {
   const double rank = q * static_cast<double>(sorted.size() - 1);
@@ -125,14 +129,19 @@ Inflation measure_inflation(const std::vector<double>& compressed, const std::ve
   int window = o.smoothing_steps > 0 ? o.smoothing_steps : std::max(3, static_cast<int>(n) / 10);
   if (window % 2 == 0) ++window;
   r.smoothing_steps = window;
-  r.block_steps = std::min(static_cast<int>(n), o.block_steps > 0 ? o.block_steps : window);
+  r.block_steps = std::min(static_cast<int>(n), o.block_steps > 0 ? o.block_steps : default_block(window));
   const std::vector<double> smooth_c = smooth(raw_c, window), smooth_r = smooth(raw_r, window);
 
   std::vector<double> residual_c(n), residual_r(n), spread(n);
+  // A step's residual around a centred mean of `window` steps that include it has the variance of the
+  // noise times (1 - 1 / window): resampled, the residuals are scaled back to the noise's.
+  const double rescale = window > 1 ? std::sqrt(static_cast<double>(window) / static_cast<double>(window - 1)) : 1.0;
   for (size_t i = 0; i < n; ++i) {
     residual_c[i] = raw_c[i] - smooth_c[i];
     residual_r[i] = raw_r[i] - smooth_r[i];
     spread[i] = std::abs(residual_r[i]);
+    residual_c[i] *= rescale;
+    residual_r[i] *= rescale;
   }
   // The drop is the difference of two smoothed losses, each a mean of `window` noisy steps.
   r.noise = 1.4826 * median(spread) * std::sqrt(2.0 / static_cast<double>(window));
@@ -159,23 +168,33 @@ Inflation measure_inflation(const std::vector<double>& compressed, const std::ve
   r.candidate_steps = *p.candidate_steps;
   r.estimate = r.candidate_steps / r.reference_steps;
 
-  // Moving-block bootstrap of the residuals around both trends, the same blocks for both curves.
+  // Moving-block bootstrap of the residuals around both trends, the same blocks for both curves; a
+  // resample is each smoothed curve plus its smoothed resampled noise (see the header).
   std::mt19937_64 generator(o.seed);
   const size_t block = static_cast<size_t>(r.block_steps);
-  const uint64_t starts = n - block + 1;
+  // Residuals come from the steps whose window is whole: at the ends the window is shorter and
+  // lopsided, and there the residual is mostly the trend's curvature, not noise.
+  const size_t half = static_cast<size_t>(window / 2);
+  const size_t first = n >= 2 * half + block ? half : 0;
+  const uint64_t starts = n - 2 * first - block + 1;
   std::vector<double> estimates;
   estimates.reserve(static_cast<size_t>(std::max(0, o.resamples)));
-  std::vector<double> c(n), ref(n);
+  std::vector<double> noise_c(n), noise_r(n), c(n), ref(n);
   for (int b = 0; b < o.resamples; ++b) {
     for (size_t i = 0; i < n;) {
       // Modulo keeps the draw identical across standard libraries (distributions are not).
-      const size_t start = static_cast<size_t>(generator() % starts);
+      const size_t start = first + static_cast<size_t>(generator() % starts);
       for (size_t k = 0; k < block && i < n; ++k, ++i) {
-        c[i] = smooth_c[i] + residual_c[start + k];
-        ref[i] = smooth_r[i] + residual_r[start + k];
+        noise_c[i] = residual_c[start + k];
+        noise_r[i] = residual_r[start + k];
       }
     }
-    const Point q = point_estimate(smooth(c, window), smooth(ref, window), o.target_fraction);
+    const std::vector<double> smooth_noise_c = smooth(noise_c, window), smooth_noise_r = smooth(noise_r, window);
+    for (size_t i = 0; i < n; ++i) {
+      c[i] = smooth_c[i] + smooth_noise_c[i];
+      ref[i] = smooth_r[i] + smooth_noise_r[i];
+    }
+    const Point q = point_estimate(c, ref, o.target_fraction);
     if (q.reference_steps <= 0) continue;  // no drop to measure steps on in this resample
     estimates.push_back(q.candidate_steps ? *q.candidate_steps / q.reference_steps : kInfinity);
   }

@@ -8,7 +8,9 @@
 #include <fmt/ranges.h>
 
 #include "acspeed/error.h"
+#include "acspeed/settings.h"
 #include "acspeed/tuner/knobs.h"
+#include "acspeed/tuner/trial_metrics.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/strategy.h"
@@ -16,7 +18,7 @@
 
 namespace acspeed::tuner {
 
-OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool gpu) {
+OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool gpu, bool rebuild_reducer) {
   if (!ddp_arguments.is_object()) {
     ACS_THROW(InvalidArgument, "the job's DDP arguments must be a JSON object, got {}", ddp_arguments.dump());
   }
@@ -45,8 +47,12 @@ OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool g
   apply_pins(s);
   for (const auto& knob : knobs()) {
     const bool passed = !knob.ddp_argument.empty() && ddp_arguments.contains(knob.ddp_argument);
+    const bool needs_rebuild = !passed && knob.switchable && !knob.ddp_argument.empty() && !rebuild_reducer;
     if (passed) s.pinned.push_back(fmt::format("{} (DDP argument {})", knob.name, knob.ddp_argument));
-    if (passed || !knob.switchable || (knob.needs_gpu && !gpu)) knob.pin(s, own);
+    if (needs_rebuild) {
+      s.pinned.push_back(fmt::format("{} (switching it rebuilds DDP's reducer, which this job cannot do)", knob.name));
+    }
+    if (passed || needs_rebuild || !knob.switchable || (knob.needs_gpu && !gpu)) knob.pin(s, own);
   }
   out.baseline = s.config_at(s.default_point());
   return out;
@@ -462,11 +468,74 @@ int OnlineTuner::max_exploration_steps() const {
   return s_->o.max_windows * (s_->o.window_steps + s_->o.discard_steps);
 }
 
+int OnlineTuner::max_window_steps() const { return s_->o.window_steps + s_->o.discard_steps; }
+
 nlohmann::json OnlineTuner::configs() const {
   nlohmann::json list = nlohmann::json::array();
   const SearchSpace& grid = s_->space.space;
   for (size_t i = 0; i < grid.size(); ++i) list.push_back(grid.config_at(grid.point_at(i)));
   return list;
+}
+
+StoredOnline store_online(Store& store, const OnlineTuner& tuner, const OnlineJob& job) {
+  ACS_ENFORCE(tuner.settled(), "the online tuner has not settled: nothing to store");
+  const nlohmann::json evidence = tuner.evidence();
+  SessionRecord session;
+  session.instance_type = job.key.instance_type;
+  session.model_name = job.model_name;
+  session.model_signature = job.key.model_signature;
+  session.precision = job.key.precision;
+  session.world_size = job.key.world_size;
+  session.nnodes = job.key.nnodes;
+  session.batch_size = job.batch_size;
+  session.strategy = "descent";
+  session.seed = evidence.at("seed").get<int64_t>();
+  session.search_space_json = nlohmann::json(tuner.space().space).dump();
+  session.options_json = nlohmann::json{{"online", evidence.at("online")}, {"settings", settings_in_environment()}}.dump();
+  session.versions_json = job.versions.dump();
+  session.kind = SessionKind::kOnline;
+  StoredOnline out;
+  out.session_id = store.create_session(session);
+  for (const WindowRecord& w : tuner.windows()) {
+    if (!w.pushed) continue;
+    TrialRecord trial;
+    trial.session_id = out.session_id;
+    trial.ordinal = w.plan.index;
+    trial.role = w.trial_role();
+    trial.config_json = config_to_json(w.plan.config);
+    trial.step_times_s = w.step_times_s;
+    TrialMetrics metrics = metrics_from_steps(w.step_times_s, static_cast<int>(job.batch_size), w.plan.discard);
+    if (w.pair >= 0) metrics.pair = w.pair;
+    nlohmann::json m = metrics;
+    m["online_window"] = w;  // the window as it ran: phase, pair, used, discarded steps
+    trial.metrics_json = m.dump();
+    store.add_trial(trial);
+  }
+  Decision d;
+  d.key = job.key;
+  d.model_name = job.model_name;
+  d.config = tuner.decision();
+  d.session_id = out.session_id;
+  d.torch_version = job.torch_version;
+  d.nccl_version = job.nccl_version;
+  d.cuda_version = job.cuda_version;
+  d.batch_size = job.batch_size;
+  d.speedup = tuner.speedup();
+  d.ci_low = tuner.ci_low();
+  d.ci_high = tuner.ci_high();
+  d.evidence_json = evidence.dump();
+  d.note = tuner.note();
+  if (const auto held = store.active_decision(job.key)) {
+    const auto owner = held->session_id ? store.session(*held->session_id) : std::nullopt;
+    if (!owner || owner->kind != SessionKind::kOnline) {
+      out.inactive_because = fmt::format("decision #{} ({}) is active for this key", held->id,
+                                         owner ? to_string(owner->kind) : std::string_view("imported"));
+    }
+  }
+  out.active = out.inactive_because.empty();
+  out.decision_id = store.add_decision(d, out.active);
+  store.finish_session(out.session_id, SessionStatus::kDone);
+  return out;
 }
 
 nlohmann::json OnlineTuner::evidence() const {

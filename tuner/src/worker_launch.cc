@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -10,7 +11,10 @@
 #include <fmt/format.h>
 
 #include "acspeed/error.h"
+#include "acspeed/process/exit_status.h"
+#include "acspeed/process/run.h"
 #include "acspeed/tuner/convergence_guard.h"
+#include "worker_module.h"
 
 namespace acspeed::tuner {
 
@@ -39,6 +43,7 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
                    "--image-size", std::to_string(o.image_size),
                    "--precision",  std::string(to_string(o.precision))};
   if (!o.data.empty()) l.worker_args.insert(l.worker_args.end(), {"--data", o.data});
+  if (!o.start_dir.empty()) l.worker_args.insert(l.worker_args.end(), {"--start-dir", o.start_dir});
   // The trajectories' batches are made when the workers start, as many as an extended trajectory
   // may need (convergence_guard.h).
   if (o.compression_searched) {
@@ -83,6 +88,30 @@ void supervise_node(const TuneOptions& options, SessionObserver& observer) {
     throw;
   }
   clean_up(failed_launches > 0);
+}
+
+std::string check_model(const TuneOptions& options) {
+  const WorkerLaunch launch = make_launch(options, "");
+  process::RunOptions run;
+  run.argv = {launch.python, "-m", std::string(kCheckModule)};
+  run.argv.insert(run.argv.end(), launch.worker_args.begin(), launch.worker_args.end());
+  run.argv.insert(run.argv.end(), {"--world-size", std::to_string(options.nnodes * options.nproc_per_node)});
+  run.env = worker_environment(launch);
+  run.timeout = launch.start_timeout;
+  const auto result = process::run(run);
+  // The check's one line (its message on failure) is its last, after whatever Python warned.
+  std::string last_line = result.output;
+  while (!last_line.empty() && std::isspace(static_cast<unsigned char>(last_line.back()))) last_line.pop_back();
+  last_line.erase(0, last_line.find_last_of('\n') + 1);
+  if (result.exit_code == kCheckUsageExit && !result.timed_out) ACS_THROW(InvalidArgument, "{}", last_line);
+  if (result.timed_out || result.exit_code != 0) {
+    ACS_THROW(Error, "the check of --model {} ({} -m {}) failed with {}: {}", options.model, launch.python,
+              kCheckModule,
+              result.timed_out ? fmt::format("a timeout of {} s", launch.start_timeout.count())
+                               : process::describe_exit_code(result.exit_code),
+              last_line.empty() ? "(no output)" : last_line);
+  }
+  return last_line;
 }
 
 std::string describe_workers(const WorkerHello& hello) {

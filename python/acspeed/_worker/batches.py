@@ -1,7 +1,7 @@
 """The batches the tuner's workers train on (acspeed._worker.worker): the user's data, or a learnable
 sequence of synthetic batches, all made when the workers start, before any trial is timed.
 
-`acspeed-tune --data pkg.module:function` names a function
+`acspeed-tune --data pkg.module:function` (or path/to/file.py:function, user_code.py) names a function
 
     function(rank: int, world_size: int, batch_size: int) -> iterable of (inputs, targets)
 
@@ -22,10 +22,11 @@ to 8x8 when they are images, to at most 10 classes; float targets: the teacher's
 give nothing to learn; the teacher's function is learnable. The same teacher on every rank, inputs
 seeded by rank.
 """
-import importlib
 import itertools
 
 import torch
+
+from acspeed._worker import user_code
 
 _TEACHER_SEED = 20261204
 _INPUT_SEED = 4242
@@ -41,24 +42,15 @@ def _expected(spec: str) -> str:
             f"torch tensors")
 
 
-def _describe(value) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor {tuple(value.shape)} {value.dtype}"
-    return f"a {type(value).__name__}"
-
-
-def from_data(spec: str, rank: int, world_size: int, batch_size: int, count: int) -> list:
-    """The first `count` (inputs, targets) of the user's function on this rank."""
-    module_name, sep, function_name = spec.partition(":")
-    if not sep or not module_name or not function_name:
+def from_data(spec: str, rank: int, world_size: int, batch_size: int, count: int, start_dir=None) -> list:
+    """The first `count` (inputs, targets) of the user's function on this rank; `spec` is found as
+    --model's (user_code.py: pkg.module:function or path/to/file.py:function, from `start_dir`)."""
+    if not spec.rpartition(":")[0] or not spec.rpartition(":")[2]:
         raise DataSpecError(f"{_expected(spec)}: write it as pkg.module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise DataSpecError(f"--data '{spec}': cannot import {module_name} ({error})") from error
-    function = getattr(module, function_name, None)
+    function = user_code.resolve("--data", spec, start_dir, DataSpecError, "function")
+    function_name = spec.rpartition(":")[2]
     if not callable(function):
-        raise DataSpecError(f"--data '{spec}': module {module_name} has no function {function_name}")
+        raise DataSpecError(f"--data '{spec}': {function_name} is {user_code.describe(function)}, not a function")
     call = f"{function_name}(rank={rank}, world_size={world_size}, batch_size={batch_size})"
     try:
         iterable = function(rank, world_size, batch_size)
@@ -72,30 +64,39 @@ def from_data(spec: str, rank: int, world_size: int, batch_size: int, count: int
                             f"{count} are needed, one per step of the convergence guard's longest trajectory "
                             f"(--trajectory-steps, doubled: an undecided verdict is extended)")
     for index, item in enumerate(items):
-        if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, torch.Tensor) for x in item)):
-            inner = ", ".join(_describe(x) for x in item) if isinstance(item, (tuple, list)) else _describe(item)
-            raise DataSpecError(f"{_expected(spec)}; item {index} of {call} is ({inner}), expected (inputs, targets)")
-        if item[0].shape[:1] != item[1].shape[:1]:
-            raise DataSpecError(f"--data '{spec}': item {index} of {call} has {item[0].shape[0]} inputs but "
-                                f"{item[1].shape[0]} targets; expected as many of each")
+        check_pair(item, f"item {index} of {call}", f"{_expected(spec)}; ", f"--data '{spec}': ", DataSpecError)
     return [tuple(item) for item in items]
 
 
-def check_model_fits(spec: str, model: torch.nn.Module, batch, loss_fn) -> None:
-    """The model takes the first batch and the loss takes its targets: else DataSpecError, before any
-    trial. Evaluated without gradients in eval mode (the weights and buffers stay as they are)."""
+def check_pair(item, what: str, shape_prefix: str, rows_prefix: str, error) -> None:
+    """`item` (`what`: where it came from) is (inputs, targets) tensors with as many rows each; else
+    `error` with the prefix for a wrong shape of the item or for unequal rows."""
+    if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, torch.Tensor) for x in item)):
+        inner = (", ".join(user_code.describe(x, inside=False) for x in item) if isinstance(item, (tuple, list))
+                 else user_code.describe(item))
+        raise error(f"{shape_prefix}{what} is ({inner}), expected (inputs, targets)")
+    if item[0].shape[:1] != item[1].shape[:1]:
+        raise error(f"{rows_prefix}{what} has {item[0].shape[0] if item[0].dim() else 0} inputs but "
+                    f"{item[1].shape[0] if item[1].dim() else 0} targets; expected as many of each")
+
+
+def check_model_fits(spec: str, model: torch.nn.Module, batch, loss_fn, option: str = "--data",
+                     error=DataSpecError) -> None:
+    """The model takes the first batch and the loss takes its targets: else `error` naming `option`,
+    before any trial. Evaluated without gradients in eval mode (the weights and buffers stay as they are)."""
     inputs, targets = batch
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             loss_fn(model(inputs), targets)
-    except Exception as error:  # noqa: BLE001 - the user's shapes: named in the message
-        raise DataSpecError(
-            f"--data '{spec}': the model cannot train on its first batch (inputs {_describe(inputs)}, targets "
-            f"{_describe(targets)}): {type(error).__name__}: {error}; expected inputs the model takes and targets "
-            f"that are integer class indices (cross-entropy) or floats of the output's shape (mean squared error)"
-        ) from error
+    except Exception as caught:  # noqa: BLE001 - the user's shapes: named in the message
+        raise error(
+            f"{option} '{spec}': the model cannot train on its first batch (inputs {user_code.describe(inputs)}, "
+            f"targets {user_code.describe(targets)}): {type(caught).__name__}: {caught}; expected inputs the model "
+            f"takes and targets that are integer class indices (cross-entropy) or floats of the output's shape "
+            f"(mean squared error)"
+        ) from caught
     finally:
         model.train(was_training)
 

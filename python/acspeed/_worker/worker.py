@@ -20,7 +20,8 @@ compute-only step (timing.py), and what a request may ask for the convergence gu
 (tuner/include/acspeed/tuner/convergence_guard.h), after the trial: a gradient-fidelity window
 (`fidelity_steps` > 0) and a loss trajectory (`trajectory_steps` T > 0, on the batches made when the
 workers start, batches.py), both in convergence_guard.py. PowerSGD's own compute time per step
-(acspeed.engine.powersgd) is reported as compression_s. Models: models.py.
+(acspeed.engine.powersgd) is reported as compression_s. Models: models.py; the model and --data
+check that `acspeed-tune --dry-run` runs too: check.py.
 
 Any error in a trial is reported by rank 0 (when it is rank 0's) and ends the workers: a rank that
 failed inside a collective cannot rejoin the others, so the tuner records the trial as failed and
@@ -49,7 +50,7 @@ import torch
 import torch.distributed as dist
 
 from acspeed import _log, _patch, _runtime, _supported, share_gpus
-from acspeed._worker import batches, convergence_guard, models, protocol, steps, timing
+from acspeed._worker import batches, check, convergence_guard, models, protocol, steps, timing
 from acspeed.engine import powersgd
 
 _PR_SET_PDEATHSIG = 1
@@ -70,14 +71,8 @@ def _die_with_parent() -> None:
 
 def _parse_args(argv):
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--image-size", type=int, default=224)
+    check.add_arguments(parser)
     parser.add_argument("--precision", choices=_runtime.core().PRECISIONS, default="fp32")
-    parser.add_argument("--data", help="pkg.module:function (rank, world_size, batch_size) -> iterable of "
-                        "(inputs, targets): the batches of the trials and trajectories (acspeed._worker.batches)")
-    parser.add_argument("--trajectory-steps", type=int, default=0, help="steps of the convergence guard's "
-                        "trajectories: the batches made at start-up")
     parser.add_argument("--control", help="the tuner's Unix socket (rank 0 only)")
     parser.add_argument("--log-prefix", help="each rank logs to PREFIX-rankR.log, its trial error to "
                         "PREFIX-rankR.failed.json")
@@ -115,18 +110,11 @@ class Trainer:
         self.precision = args.precision
         self.autocast = steps.autocast_for(args.precision, device)
         self.batch_size = args.batch_size
-        model, make_batch = models.build_model(args.model, args.image_size)
+        # The model and every batch of the trials and trajectories, made on the CPU and checked as
+        # `acspeed-tune --dry-run` checks them (check.py); the trials' batch then lives on the device.
+        model, first, made = check.model_and_batches(args, dist.get_rank(), dist.get_world_size())
         dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
         self.model = model.to(device=device, dtype=dtype) if dtype else model.to(device)
-        # Every batch of the trials and trajectories, made now (acspeed._worker.batches), on the CPU; the
-        # trials' one lives on the device.
-        count = max(1, args.trajectory_steps)
-        if args.data:
-            made = batches.from_data(args.data, dist.get_rank(), dist.get_world_size(), args.batch_size, count)
-            first = made[0]
-        else:
-            first = make_batch(args.batch_size)
-            made = batches.synthetic(first, count, dist.get_rank())
 
         def cast(batch):
             inputs, targets = batch
@@ -135,8 +123,7 @@ class Trainer:
         self.batches = [cast(batch) for batch in made[:args.trajectory_steps]]
         inputs, targets = cast(first)
         self.inputs, self.targets = inputs.to(device), targets.to(device)
-        if args.data:
-            batches.check_model_fits(args.data, self.model, (self.inputs, self.targets), steps.loss_of)
+        check.model_fits(args, self.model, (self.inputs, self.targets))
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.ddp = None
         self.probe = None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import torch
 
-from .guard import Guarded, can_overflow, nonfinite
+from .guard import Guarded, can_overflow
 from .issue import Job
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class Cast:
         guarded = Guarded(job=None, flat=flat, unpack=unpack) if guard else None
 
         def finish() -> Optional[torch.Tensor]:
-            if guarded is not None and guarded.hold(nonfinite(packed)):
+            if guarded is not None and guarded.defer(packed):
                 return None
             unpack()
             return hook.completed(index, flat)

@@ -33,6 +33,7 @@ class Guarded:
     unpack: Callable[[], None]
     flag: Optional[torch.Tensor] = None   # set by the job's finish: NaN/Inf in the reduced copy
     ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's CUDA stream
+    reduced: Optional[torch.Tensor] = None  # CPU, deferred: the reduced copy the last hook call checks
 
     def hold(self, flag: torch.Tensor) -> bool:
         """Called by the job's finish with the reduced copy's NaN/Inf flag. True: the step's last hook
@@ -44,3 +45,19 @@ class Guarded:
             self.ready.record()
             return True
         return bool(flag)
+
+    def defer(self, reduced: torch.Tensor) -> bool:
+        """Called by a cast's finish with the reduced copy; always True (the last hook call completes
+        the bucket). CUDA: its flag now, as hold(). CPU: nothing now; the step's last hook call checks
+        it (verdict()) on the hook's thread, which is idle then, waiting for the step's transfers,
+        while the backend's thread that runs this finish goes straight on to the next collective:
+        the check's pass over the bucket stays off the path of the transfers, as in torch's fp16 hook,
+        which has no check."""
+        if self.flat.is_cuda:
+            return self.hold(nonfinite(reduced))
+        self.reduced = reduced
+        return True
+
+    def verdict(self) -> bool:
+        """CPU, once the job's finish ran: does the reduced copy hold NaN/Inf?"""
+        return bool(nonfinite(self.reduced) if self.reduced is not None else self.flag)

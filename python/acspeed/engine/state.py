@@ -28,7 +28,11 @@ see guard.can_overflow): the reduced copy is identical on every rank, so every r
 verdict. A bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is
 reduced again uncompressed, in the step's last hook call, which waits once for the step's compressed results
 (the only host synchronisation of the step, and only when the guard is on; on the CPU nothing
-else waits). HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
+else waits). On the CPU that call also checks the fp16 buckets' reduced copies and unpacks the
+finite ones, bucket by bucket as each arrives: the backend's thread that completes a reduction goes
+straight on to the next, as under torch's fp16_compress_hook, and the check's pass runs on the
+hook's thread while it waits for the step's later transfers (bench/runtime/RESULTS.md).
+HookState.guard_fallbacks counts those buckets; the first one is a warning. With a
 GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
 
 An observer (acspeed.probes.BucketObserver, via `attach_observer`) sees bucket_launched(index,
@@ -78,62 +82,38 @@ def _with_local_graph(local: torch.Tensor, reduced: torch.Tensor, world_size: in
         return _LocalGraph.apply(local, reduced, world_size)
 
 
-class HookState:
-    """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
-    compressors, the reusable buffers, an optional observer, the guard's counter, and the user's
-    hook once they register one. One per DDP model."""
+class _Wiring:
+    """The lanes of one config (its algorithm, streams and lane slots) with the backend's collectives
+    checked on them and the compressor built with them. A hook state keeps the wiring of every
+    config it ran, so a config that comes back (online tuning alternates two) reuses its lanes."""
 
-    def __init__(self, config: "CommConfig", lanes: List[Lane], collectives: Collectives, world_size: int,
-                 compressor: Compressor, device: torch.device, issuer, strict: bool,
-                 topology: Optional[Topology] = None, params: Optional[List[torch.nn.Parameter]] = None):
-        self.config = config
-        self.lanes = lanes
-        self.collectives = collectives
-        self.world_size = world_size
-        self.compressor = compressor   # the config's (compressor.py)
-        self.plain = compressor if isinstance(compressor, Cast) else Cast(None)  # buckets it passes over, re-sends
-        self.device = device
-        self.algorithm = ALGORITHMS[config.algorithm]
-        self.issuer = issuer
-        self.strict = strict
-        self.observer = None
-        self.user_hook = None          # (hook, state) registered by the user after construction
-        self.guard_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
-        self.test_delays: Dict[int, float] = {}  # test-only seam: lane -> seconds slept before each collective
-        self.scratch = Scratch()
-        self.param_names: Dict[int, str] = {}  # id(parameter) -> its name in the DDP module (PowerSGD's keys)
-        self.guarding = False          # this step's compressed buckets are guarded
-        self._expected = 0             # the bucket index DDP must hand over next
-        self._compressing = False      # this step's buckets are compressed (compressor.begin_step)
-        self._guarded: List[Guarded] = []   # this step's guarded buckets, in bucket order
-        self._replacement = None       # (config, compressor) taking over at the next bucket 0
-        self._topology = topology      # what a replacement's compressor is built from
-        self._params = params or []
+    def __init__(self, key: tuple, lanes: List[Lane], collectives: Collectives, compressor: Compressor):
+        self.key, self.lanes, self.collectives, self.compressor = key, lanes, collectives, compressor
 
-    @property
-    def powersgd(self) -> Optional[PowerSgd]:
-        """Compression powersgd: the factors, error feedback and compute times (powersgd.py); else None."""
-        state = self.compressor.state
-        return state if isinstance(state, PowerSgd) else None
+    @staticmethod
+    def key_of(config: "CommConfig", algorithm, compressor: Compressor) -> tuple:
+        return config.algorithm, min(config.streams, MAX_LANES), tuple(compressor.roles(algorithm))
+
+    def checked(self, dtype: Optional[torch.dtype]) -> bool:
+        """Whether the backend's all-reduce of `dtype` (a compressor's wire dtype) was checked here."""
+        return dtype is None or ("all_reduce", dtype) in self.collectives.native
 
     @classmethod
-    def create(cls, config: "CommConfig", group, params: List[torch.nn.Parameter]) -> "HookState":
-        """Collective over the default group (new process groups) and over `group` (topology,
-        agreement, the backend check). If any rank cannot build its part, every rank raises RuntimeError (none
-        is left waiting) naming the ranks and their errors."""
+    def build(cls, config: "CommConfig", group, params: List[torch.nn.Parameter], issuer,
+              topology: Optional[Topology], device: torch.device) -> "_Wiring":
+        """Collective over the default group (new process groups) and over `group` (agreement,
+        the backend check); every rank raises RuntimeError if any rank fails."""
         backend = str(dist.get_backend(group))
         ranks = sorted(dist.get_process_group_ranks(group))
-        device = params[0].device if params else torch.device("cpu")
         algorithm = ALGORITHMS[config.algorithm]
-        issuer = issuer_for(device, backend)
         streams = config.streams
         if streams > MAX_LANES:
             _log.warn(f"streams {streams} is above acspeed's limit of {MAX_LANES} lanes (each lane costs process "
                       f"groups, on NCCL communicators with their own GPU buffers): using {MAX_LANES}",
                       once=("max-lanes", streams))
             streams = MAX_LANES
-        topology = Topology.discover(group, device) if config.algorithm_info.by_node else None
         compressor = compressor_for(config, algorithm, topology, params)
+        key = cls.key_of(config, algorithm, compressor)
         lanes, error = build_lanes(streams, ranks, backend, topology, compressor.roles(algorithm),
                                    issuer.group_per_phase, device if issuer.uses_streams else None)
         try:
@@ -162,45 +142,114 @@ class HookState:
             _log.info(f"the {backend} backend lacks {', '.join(emulated)}: acspeed builds "
                       f"{'it' if len(emulated) == 1 else 'them'} from all_reduce / all_gather",
                       once=("emulated", backend, tuple(emulated)))
-        return cls(config, lanes, collectives, dist.get_world_size(group), compressor, device, issuer,
-                   _runtime.strict_or_off(), topology, params)
+        return cls(key, lanes, collectives, compressor)
+
+
+class HookState:
+    """What the hook needs: the config, the lanes, the backend's collectives, the issuer, the
+    compressors, the reusable buffers, an optional observer, the guard's counter, and the user's
+    hook once they register one. One per DDP model."""
+
+    def __init__(self, config: "CommConfig", lanes: List[Lane], collectives: Collectives, world_size: int,
+                 compressor: Compressor, device: torch.device, issuer, strict: bool,
+                 topology: Optional[Topology] = None, params: Optional[List[torch.nn.Parameter]] = None):
+        self.config = config
+        self.lanes = lanes
+        self.collectives = collectives
+        self.world_size = world_size
+        self.compressor = compressor   # the config's (compressor.py)
+        self.plain = compressor if isinstance(compressor, Cast) else Cast(None)  # buckets it passes over, re-sends
+        self.device = device
+        self.algorithm = ALGORITHMS[config.algorithm]
+        self.issuer = issuer
+        self.strict = strict
+        self.observer = None
+        self.user_hook = None          # (hook, state) registered by the user after construction
+        self.guard_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
+        self.test_delays: Dict[int, float] = {}  # test-only seam: lane -> seconds slept before each collective
+        self.scratch = Scratch()
+        self.param_names: Dict[int, str] = {}  # id(parameter) -> its name in the DDP module (PowerSGD's keys)
+        self.guarding = False          # this step's compressed buckets are guarded
+        self._expected = 0             # the bucket index DDP must hand over next
+        self._compressing = False      # this step's buckets are compressed (compressor.begin_step)
+        self._guarded: List[Guarded] = []   # this step's guarded buckets, in bucket order
+        self._replacement = None       # (config, compressor, algorithm, wiring) taking over at the next bucket 0
+        self._topology = topology      # what a replacement's compressor is built from
+        self._params = params or []
+        self._group = None             # the DDP model's process group (create)
+        self._wirings: Dict[tuple, "_Wiring"] = {}  # the lanes to reuse for a config, by _Wiring.key_of
+        self._built: List["_Wiring"] = []  # every wiring built (close releases them all)
+        self.stepper = None            # acspeed.online's step counter (online tuning), called at each bucket 0
+
+    @property
+    def powersgd(self) -> Optional[PowerSgd]:
+        """Compression powersgd: the factors, error feedback and compute times (powersgd.py); else None."""
+        state = self.compressor.state
+        return state if isinstance(state, PowerSgd) else None
+
+    @classmethod
+    def create(cls, config: "CommConfig", group, params: List[torch.nn.Parameter]) -> "HookState":
+        """Collective over the default group (new process groups) and over `group` (topology,
+        agreement, the backend check). If any rank cannot build its part, every rank raises RuntimeError (none
+        is left waiting) naming the ranks and their errors."""
+        device = params[0].device if params else torch.device("cpu")
+        issuer = issuer_for(device, str(dist.get_backend(group)))
+        topology = Topology.discover(group, device) if config.algorithm_info.by_node else None
+        wiring = _Wiring.build(config, group, params, issuer, topology, device)
+        state = cls(config, wiring.lanes, wiring.collectives, dist.get_world_size(group), wiring.compressor, device,
+                    issuer, _runtime.strict_or_off(), topology, params)
+        state._group = group
+        state._wirings[wiring.key] = wiring
+        state._built.append(wiring)
+        return state
 
     def replace_config(self, config: "CommConfig") -> None:
-        """Hands the hook a new config (a seam for tuning inside a live job: whoever owns the step
-        count calls it on every rank in the same step). It takes over at the next step's bucket 0,
-        never within a step. Local: only what needs no new process group and no new check of the
-        backend can change, i.e. the compression among those with the same lane slots whose wire
-        dtype the hook has checked (to none from fp16/bf16, PowerSGD's rank and start step, which
-        start with fresh factors); ValueError names what else differs. DDP's own knobs
-        (bucket_cap_mb, ...) are not the hook's."""
-        fixed = [name for name in ("algorithm", "streams") if getattr(config, name) != getattr(self.config, name)]
-        compressor = compressor_for(config, self.algorithm, self._topology, self._params)
-        if compressor.roles(self.algorithm) != self.compressor.roles(self.algorithm):
-            fixed.append("compression's lane slots")
-        if compressor.wire_dtype is not None and not self.collectives.supports("all_reduce", compressor.wire_dtype):
-            fixed.append(f"compression ({config.compression}'s wire dtype was not checked on this backend)")
-        if fixed:
-            raise ValueError(f"replace_config: {', '.join(fixed)} cannot change inside a live hook "
-                             "(it needs new process groups or checks: re-wrap the model instead)")
-        self._replacement = (config, compressor)
+        """Hands the hook a new config (the seam for tuning inside a live job: whoever owns the step
+        count calls it on every rank in the same step, as acspeed.online does at a window
+        boundary). It takes over at the next step's bucket 0, never within a step. Local when lanes
+        of the new config's algorithm, streams and lane slots were built already and checked its
+        wire dtype (e.g. to none from fp16/bf16, PowerSGD's rank and start step, which start with
+        fresh factors, or back to a config that ran before). Otherwise its lanes are built now, a
+        collective (new process groups, agreement and the backend check, like create), so every rank must
+        call it at the same point; RuntimeError as in create. DDP's own knobs (bucket_cap_mb, ...)
+        are not the hook's."""
+        algorithm = ALGORITHMS[config.algorithm]
+        topology = self._topology
+        if topology is None and config.algorithm_info.by_node:
+            topology = Topology.discover(self._group, self.device)
+        compressor = compressor_for(config, algorithm, topology, self._params)
+        key = _Wiring.key_of(config, algorithm, compressor)
+        wiring = self._wirings.get(key)
+        if wiring is None or not wiring.checked(compressor.wire_dtype):
+            wiring = _Wiring.build(config, self._group, self._params, self.issuer, topology, self.device)
+            self._wirings[key] = wiring
+            self._built.append(wiring)
+            compressor = wiring.compressor
+        elif compressor.wire_dtype is not None and not wiring.collectives.supports("all_reduce", compressor.wire_dtype):
+            compressor = Cast(None)  # the backend lacks the compressed dtype: uncompressed, as create warned
+        self._topology = topology
+        self._replacement = (config, compressor, algorithm, wiring)
 
     def close(self) -> None:
-        """Releases the lanes' process groups and the reusable buffers. Idempotent."""
-        lanes, self.lanes = self.lanes, []
-        close_lanes(lanes)
+        """Releases the lanes' process groups (every config's that ran) and the reusable buffers.
+        Idempotent."""
+        self.lanes = []
+        built, self._built, self._wirings = self._built, [], {}
+        for wiring in built:
+            close_lanes(wiring.lanes)
         self.scratch.clear()
 
     # --- the hook ---------------------------------------------------------------------------
 
     def run(self, bucket) -> torch.futures.Future:
-        lanes = self.lanes
-        if not lanes:
+        if not self.lanes:
             raise RuntimeError("acspeed's comm hook was used after its lanes were released "
                                "(the DDP model was re-wrapped or closed)")
         index = bucket.index()
         self._check_order(index)
         if index == 0:
             self._begin_step()
+        lanes = self.lanes
         flat = bucket.buffer()
         local = None
         if flat.requires_grad:  # backward(create_graph=True): reduce a detached alias (see _LocalGraph)
@@ -234,8 +283,13 @@ class HookState:
 
     def _begin_step(self) -> None:
         """Bucket 0: a replaced config takes over; is this step compressed, and guarded?"""
+        if self.stepper is not None:  # acspeed.online: counts this step; at a boundary, may replace the config
+            self.stepper.step(self)
         if self._replacement is not None:
-            (self.config, self.compressor), self._replacement = self._replacement, None
+            (self.config, self.compressor, self.algorithm, wiring), self._replacement = self._replacement, None
+            if wiring.lanes is not self.lanes:
+                self.lanes, self.collectives = wiring.lanes, wiring.collectives
+                self.scratch.clear()  # another algorithm pads and packs otherwise
             self.plain = self.compressor if isinstance(self.compressor, Cast) else Cast(None)
         self._compressing = self.compressor.begin_step()
         self.guarding = self._compressing and not scaler.in_use(self.device.type, decision.precision())
@@ -254,6 +308,10 @@ class HookState:
             observer.bucket_completed(index)
         return flat
 
+    def _complete(self, entry: Guarded) -> None:
+        entry.unpack()
+        entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
+
     def _end_step(self, buckets: int) -> None:
         """The step's last hook call: issue what is still queued, settle the guard, reset."""
         self._expected = 0
@@ -265,30 +323,35 @@ class HookState:
 
     def _settle_guard(self) -> None:
         """Waits for the step's guarded buckets (their flags exist once their finish callbacks ran),
-        reads the flags, completes the finite buckets still open (CUDA) and re-sends the others
-        uncompressed, in bucket order: every rank holds the same reduced values, hence the same
-        flags, so every rank issues the same re-sends."""
+        reads the flags (CPU: checks the casts' reduced copies here, bucket by bucket as each
+        arrives), completes the finite buckets still open and re-sends the others uncompressed, in
+        bucket order: every rank holds the same reduced values, hence the same flags, so every rank
+        issues the same re-sends."""
         entries, self._guarded = self._guarded, []
         if not entries:
             return
-        for entry in entries:
-            entry.job.finished.wait()  # the finish callback ran (CPU: waits for the compressed reduction)
+        resend = []
         if self.device.type == "cuda":
+            for entry in entries:
+                entry.job.finished.wait()  # the finish callback ran
             current = torch.cuda.current_stream(self.device)
             for entry in entries:
                 current.wait_event(entry.ready)
             nonfinite = torch.stack([entry.flag for entry in entries]).tolist()  # the step's one host sync
-        else:
-            nonfinite = [bool(entry.flag) for entry in entries]
-        resend = []
-        for entry, bad in zip(entries, nonfinite):
-            if bad:
-                resend.append(entry)
-            elif entry.ready is not None:  # CUDA: finite, unpack on the lane's CUDA stream after the flag
-                with self.issuer.context(entry.job.lane):
+            for entry, bad in zip(entries, nonfinite):
+                if bad:
+                    resend.append(entry)
+                    continue
+                with self.issuer.context(entry.job.lane):  # finite: unpack on the lane's CUDA stream after the flag
                     torch.cuda.current_stream(self.device).wait_event(entry.ready)
-                    entry.unpack()
-                    entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
+                    self._complete(entry)
+        else:
+            for entry in entries:
+                entry.job.finished.wait()  # the finish callback ran: the compressed reduction is done
+                if entry.verdict():
+                    resend.append(entry)
+                elif entry.reduced is not None:  # a cast's bucket, checked here: finite, unpack it
+                    self._complete(entry)
         for entry in resend:
             self.guard_fallbacks += 1
             _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "

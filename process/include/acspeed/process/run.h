@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "acspeed/process/spawn.h"
+
 namespace acspeed::process {
 
 struct RunOptions {
@@ -16,6 +18,7 @@ struct RunOptions {
   std::chrono::milliseconds timeout{0};     // 0 = none; on expiry its process group is killed
   // Throw Error naming the command, its exit status and its output when it does not exit 0.
   bool check = false;
+  Environment env;  // set over the inherited environment (spawn.h)
 };
 
 struct RunResult {

@@ -12,11 +12,20 @@
 //      taken after i optimizer steps, so the initial loss is step 0);
 //   4. inflation = the compressed run's steps to the target / the reference's.
 // The 95% interval comes from a moving-block bootstrap over the steps: the residuals of both curves
-// around their smoothed trends are resampled in blocks of `block_steps` consecutive steps (the same
-// blocks for both curves, which share their batches), added back to the trends, and steps 1-4 run
-// again on every resample (seeded: the same inputs and seed give the same interval). A resample in
-// which the compressed run never reaches the target counts as an infinite inflation, so the interval's
-// upper end is unbounded when more than 2.5% of them do.
+// around their smoothed trends, scaled by sqrt(window / (window - 1)) (a residual around a mean that
+// includes its own step has the noise's variance times 1 - 1 / window), are resampled in blocks of
+// `block_steps` consecutive steps (the same blocks for both curves, which share their batches); each
+// resample's smoothed curve is the smoothed curve plus its smoothed resampled noise, and steps 2-4 run
+// again on it (seeded: the same inputs and seed give the same interval). Two choices make the
+// interval hold its 95% (bench/compression/inflation_coverage.py, bench/compression/RESULTS.md):
+//   * the resampled noise is smoothed and added to the smoothed curve, not added to it and the sum
+//     smoothed again: smoothing twice shifts a curving trend, which moved every resample's crossing
+//     away from the estimate (intervals with the estimate at one end and the other end far off);
+//   * blocks are short against the window (default a quarter of it): residuals around a window's
+//     mean lack the noise's slow part, the part the smoothed loss keeps, and blocks as long as the
+//     window resample them without it (intervals too narrow: 84-94.5% coverage of a 95% interval).
+// A resample in which the compressed run never reaches the target counts as an infinite inflation, so
+// the interval's upper end is unbounded when more than 2.5% of them do.
 //
 // The verdict is one of:
 //   measured      the estimate and its interval;
@@ -41,7 +50,7 @@ namespace acspeed::tuner {
 struct InflationOptions {
   double target_fraction = 1.0 / 3;  // where on the reference's trajectory the target loss is taken
   int smoothing_steps = 0;           // moving-average window (odd); 0: max(3, T / 10), made odd
-  int block_steps = 0;               // bootstrap block length; 0: the smoothing window
+  int block_steps = 0;               // bootstrap block length; 0: a quarter of the smoothing window, at least 1
   int resamples = 1000;              // bootstrap resamples
   double noise_z = 3.0;              // unmeasurable when the reference's drop <= noise_z x the drop's noise
   uint64_t seed = 0;                 // the bootstrap's generator (the session's seed)

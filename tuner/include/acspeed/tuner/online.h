@@ -79,8 +79,11 @@ struct OnlineSpace {
 // The space for a job of `nnodes` nodes (`gpu`: the NCCL knobs' defaults apply) from the DDP
 // arguments the user passed, by DDP's names as the knob rows' ddp_argument spell them
 // ({"bucket_cap_mb": 50}), and the ACSPEED_* pins. An argument no knob row names, or a bad value,
-// throws InvalidArgument naming it and the accepted names.
-OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool gpu);
+// throws InvalidArgument naming it and the accepted names. `rebuild_reducer`: whether the job can
+// rebuild its DDP reducer mid-job (the route of DistributedDataParallel.__setstate__); without it a
+// switchable knob that is a DDP constructor argument (its row names a ddp_argument: bucket_mb) holds
+// the job's value, and space.pinned says why.
+OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool gpu, bool rebuild_reducer = true);
 
 // The step model of the newest stored session of this instance type, model signature and node count
 // whose model knows the compute-only step and the gradients' payload (the same precision preferred);
@@ -163,10 +166,36 @@ class OnlineTuner {
   const OnlineSpace& space() const;
   // The most steps exploration can take (max_windows x (window_steps + discard_steps)).
   int max_exploration_steps() const;
+  // The most steps one window runs (window_steps + discard_steps).
+  int max_window_steps() const;
 
  private:
   struct State;
   std::unique_ptr<State> s_;
 };
+
+// The job a settled online tuner ran in, as its session and decision are keyed and described.
+struct OnlineJob {
+  DecisionKey key;         // instance type, model signature, precision, world size, nodes, GPUs shared
+  std::string model_name;  // the module's class: "pkg.module.Class"
+  int64_t batch_size = 0;  // per device: the leading dimension of the forward's first tensor
+  std::string torch_version, nccl_version, cuda_version;
+  nlohmann::json versions = nlohmann::json::object();  // stored as the session's versions_json
+};
+
+struct StoredOnline {
+  int64_t session_id = 0;
+  int64_t decision_id = 0;
+  bool active = false;
+  std::string inactive_because;  // "" when active: "decision #3 (offline) is active for this key"
+};
+
+// Stores a settled tuner as a session of kind online: every pushed window as a trial (its role from
+// WindowRecord::trial_role, its measured steps, its metrics with the pair and the window), the
+// decision with evidence() and the verdict, and the session done. The decision becomes the active
+// one for its key unless an active decision of another kind (offline, or imported) holds the key:
+// online tuning never deactivates one. Throws Error when the tuner has not settled; StoreError as
+// the store does.
+StoredOnline store_online(Store& store, const OnlineTuner& tuner, const OnlineJob& job);
 
 }  // namespace acspeed::tuner

@@ -24,7 +24,9 @@
 namespace acspeed::tuner {
 
 struct TuneOptions {
-  std::string model;                 // torchvision name or pkg.module:function
+  // A torchvision name, pkg.module:name or path/to/file.py:name, name a torch.nn.Module class, a
+  // function returning one, or a function returning (model, make_batch) (python/acspeed/_worker/models.py).
+  std::string model;
   Precision precision = Precision::kFp32;
   int nproc_per_node = 2;            // ranks on this node
   // --share-gpus / ACSPEED_SHARE_GPUS=1: more ranks than GPUs may share them (device = local rank mod
@@ -59,6 +61,9 @@ struct TuneOptions {
   // of the trials, the fidelity window and the trajectories (python/acspeed/_worker/batches.py); "" = the
   // model's make_batch for the trials, a learnable sequence of synthetic batches for the trajectories.
   std::string data;
+  // The folder acspeed-tune was started in: the workers (on this node) and the dry run's check find a
+  // relative --model or --data file or module from there.
+  std::string start_dir;
   std::optional<int64_t> resume;     // session to continue
   std::string python;                // interpreter of the workers (python_interpreter.h)
   std::string python_path;           // put in front of the workers' PYTHONPATH: this build's package
@@ -123,6 +128,12 @@ struct SessionResult {
 
 // The plan: what a dry run prints and a real run announces, one line per item.
 std::vector<std::string> plan_lines(const TuneOptions& options, const std::string& instance_type);
+
+// Runs, without torchrun, the check of --model and --data every worker runs when it starts
+// (python/acspeed/_worker/check.py: the model built once on the CPU, its first batch through forward
+// and loss, as rank 0 of the session's world size) and returns its line. Throws InvalidArgument with
+// the check's message when the model or data cannot be used, Error when the check itself failed.
+std::string check_model(const TuneOptions& options);
 
 // Node 0: runs the session against `store` (opened for writing). Never throws for the session's own
 // failures: they are in the result.

@@ -1,0 +1,475 @@
+"""Online tuning inside the user's own job (docs/online.md): the step counter, the clocks and the
+boundary protocol around the C++ driver (`_core.OnlineTuner`, tuner/include/acspeed/tuner/online.h),
+which decides everything: the config of each window, the pairs, the discarded steps, "clearly
+slower", the statistics and the verdict. This module only counts steps, times them, pushes the
+times and switches configs where the driver says. Loaded at the first DDP model that is tuned.
+
+When it runs: `offer` (rank 0, at the first DDP construction of the process) says whether this DDP
+model is tuned: a job of >= 2 ranks, the DDP model's process group the whole world, and the lookup
+found no decision (no store, no entry, a version mismatch); never over a stored decision (a stored
+"keep DDP defaults" included), ACSPEED_CONFIG or an error unless ACSPEED_ONLINE=1; ACSPEED_ONLINE=0
+turns it off; ACSPEED_DISABLE=1 always wins. One DDP model per process: a second one built later
+keeps what the lookup gave it, and the line says so. Rank 0 builds the driver from the DDP
+arguments the caller passed (by the knob rows' `ddp_argument`: a passed one is a pin) and the
+ACSPEED_* pins; it broadcasts the payload (every point's config, the plans of windows 0 and 1,
+the warm-up) with the lookup's decision, so every rank holds the same plan.
+
+The protocol (every rank, in acspeed's comm hook; `Stepper.step`):
+  * A step is one synchronised backward of the tuned DDP model: the comm hook's call with bucket 0.
+    DDP calls the hook only when it synchronises, so `no_sync` micro-batches and evaluation forwards
+    are not steps, and a rank that has joined (DDP.join with uneven inputs) still calls the hook
+    with zero gradients: every rank counts the same steps.
+  * The first WARMUP_STEPS steps run the job's own DDP untimed. Then window k runs its plan's
+    `steps` steps; a step's time on a rank is the interval between its bucket-0 call and the next
+    one (the CPU's clock; on CUDA, events recorded on the current CUDA stream at bucket 0, read at
+    the window's boundary).
+  * Window k's boundary is bucket 0 of the first step after it. There every rank makes ONE
+    collective on acspeed's own process group (created by every rank, in the same order, when
+    tuning starts): an all-reduce MAX of a float64 vector holding this rank's step times of window
+    k (padded) and two slots that rank 0 fills with its plan of window k + 2 (its ordinal, and
+    whether it is the decision) while the others put -1. Rank 0 planned window k + 2 before the
+    collective from the windows up to k - 1 (the driver's lookahead 2) and pushes window k's max
+    times after it. So every rank knows window k + 1's config one window ahead, and all switch to
+    it in this same step (HookState.replace_config at this bucket 0, before the step's first
+    bucket is reduced; lanes a config needs are built here, by every rank, in one order).
+  * A boundary whose next window is the decision makes no collective: from there the decision
+    runs for good and the counter leaves the hook. This boundary collective is the only blocking
+    call acspeed makes inside the hook, and it never waits on another hook call's future.
+
+Bucket size (a DDP constructor knob) is not tuned online: switching it rebuilds DDP's reducer,
+which acspeed does not do inside a job yet (the start line says so). During exploration the
+baseline windows run the job's own buckets through acspeed's plain all-reduce hook.
+"""
+import atexit
+import json
+import socket
+import threading
+import time
+import weakref
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from . import _log, _runtime, decision, nccl, share_gpus
+from .versions import job_versions
+
+# Steps run untimed before the first window: DDP rebuilds its buckets after the first step, the
+# caching allocator and data loaders warm up over the first few (docs/online.md, "Warm-up").
+WARMUP_STEPS = 10
+
+# Test-only seam (tests/python/test_online.py): set through `testing()`, never by a user.
+_TEST: Dict[str, object] = {}
+
+_started = False  # this process tuned a DDP model online already (one per process)
+
+
+def testing(clock: Optional[Callable[[int, int, object], float]] = None, warmup: Optional[int] = None,
+            window_steps: Optional[int] = None, discard_steps: Optional[int] = None,
+            max_windows: Optional[int] = None) -> None:
+    """TEST-ONLY: `clock(rank, window, config)` replaces every measured step time (seconds); the
+    others replace WARMUP_STEPS and the driver's window options. Every rank must call it alike,
+    before the DDP model is built. testing() with no argument returns to the real clock."""
+    _TEST.clear()
+    _TEST.update({key: value for key, value in (("clock", clock), ("warmup", warmup), ("window_steps", window_steps),
+                                                ("discard_steps", discard_steps), ("max_windows", max_windows))
+                  if value is not None})
+
+
+# --- the clocks ---------------------------------------------------------------------------------
+
+
+class CpuClock:
+    """Step times from the host's monotonic clock, read at each bucket 0."""
+
+    def __init__(self):
+        self._last: Optional[float] = None
+        self._times: List[float] = []
+
+    def mark(self, window: int, config) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self._times.append(now - self._last)
+        self._last = now
+
+    def take(self) -> List[float]:
+        """The step times since the last take (one per mark after the first)."""
+        times, self._times = self._times, []
+        return times
+
+
+class CudaClock:
+    """Step times from CUDA events recorded on the current CUDA stream at each bucket 0 (when the
+    step's first gradients are ready on the device), read at the boundary: only then does the host
+    wait, for the boundary's own event. `event` makes an event and `stream` names the current CUDA
+    stream (seams for fakes in tests)."""
+
+    def __init__(self, device: torch.device, event: Optional[Callable[[], object]] = None,
+                 stream: Optional[Callable[[], object]] = None):
+        self._event = event or (lambda: torch.cuda.Event(enable_timing=True))
+        self._stream = stream or (lambda: torch.cuda.current_stream(device))
+        self._events: List[object] = []
+
+    def mark(self, window: int, config) -> None:
+        event = self._event()
+        event.record(self._stream())
+        self._events.append(event)
+
+    def take(self) -> List[float]:
+        events = self._events
+        if len(events) < 2:
+            return []
+        events[-1].synchronize()
+        times = [start.elapsed_time(end) / 1000.0 for start, end in zip(events, events[1:])]
+        self._events = [events[-1]]
+        return times
+
+
+class TestClock:
+    """TEST-ONLY: a step of window k running `config` takes clock(rank, k, config) seconds."""
+
+    def __init__(self, clock: Callable[[int, int, object], float], rank: int):
+        self._clock, self._rank = clock, rank
+        self._marks: List[Tuple[int, object]] = []
+
+    def mark(self, window: int, config) -> None:
+        self._marks.append((window, config))
+
+    def take(self) -> List[float]:
+        marks = self._marks
+        times = [float(self._clock(self._rank, window, config)) for window, config in marks[:-1]]
+        self._marks = marks[-1:]
+        return times
+
+
+def _clock(device: torch.device):
+    if "clock" in _TEST:
+        return TestClock(_TEST["clock"], dist.get_rank())
+    return CudaClock(device) if device.type == "cuda" else CpuClock()
+
+
+# --- when it runs -------------------------------------------------------------------------------
+
+
+_NO_DECISION = ("no_store", "no_entry", "version_mismatch")
+
+
+def wanted(source: str) -> bool:
+    """Whether a lookup with this source is tuned online (ACSPEED_ONLINE: unset, 0 or 1; a bad value
+    raises ValueError naming it)."""
+    setting = _runtime.setting_string("ACSPEED_ONLINE")
+    if source == "disabled" or setting == "0":
+        return False
+    return setting == "1" or source in _NO_DECISION
+
+
+def offer(found, group, arguments: dict, device: torch.device):
+    """Rank 0, after the lookup: adds to `found` (a decision.Decision) the payload every rank needs
+    to tune this DDP model online, or a note why it is not tuned. Never raises: a problem is one
+    warning and no online tuning."""
+    try:
+        if not wanted(found.source):
+            return found
+    except ValueError as error:
+        found.warnings.append(f"{error}: online tuning off")
+        return found
+    world = dist.get_world_size()
+    if group.size() < 2 or group.size() != world:
+        if group.size() >= 2:
+            found.warnings.append("not tuned online: this DDP model's process group is part of the job "
+                                  "(online tuning needs every rank)")
+        return found
+    if _started:
+        found.message += "; not tuned online: acspeed tunes the first DDP model of a process only"
+        return found
+    try:
+        payload = _Plan.create(arguments, world, device)
+    except (RuntimeError, ValueError, _runtime.RuntimeUnavailable) as error:
+        found.warnings.append(f"online tuning could not start ({error})")
+        return found
+    if payload is None:
+        found.message += f"; not tuned online: {_Plan.tuner.note}"
+        _Plan.tuner = None
+        return found
+    found.online = payload
+    return found
+
+
+def _passed_ddp_arguments(arguments: dict) -> dict:
+    """The DDP arguments the caller passed that a knob row names (a passed one is a pin)."""
+    names = {knob.ddp_argument for knob in _runtime.core().KNOBS if knob.ddp_argument}
+    return {name: arguments[name] for name in sorted(names) if arguments.get(name) is not None}
+
+
+class _Plan:
+    """Rank 0's driver, kept in this process while the payload travels to the others."""
+    tuner = None
+
+    @staticmethod
+    def create(arguments: dict, world: int, device: torch.device) -> Optional[dict]:
+        """The payload, or None when there is nothing to tune (the driver settled at once; its
+        note says why; _Plan.tuner holds it)."""
+        core = _runtime.core()
+        options = {key: _TEST[key] for key in ("window_steps", "discard_steps", "max_windows") if key in _TEST}
+        tuner = core.OnlineTuner(json.dumps(_passed_ddp_arguments(arguments)), nnodes=core.node_count(world),
+                                 gpu=device.type == "cuda", world_size=world, lookahead=2,
+                                 rebuild_reducer=False, **options)
+        _Plan.tuner = tuner
+        first = tuner.window(0)
+        if first.settled:
+            return None
+        configs = json.loads(tuner.configs())
+        baseline = next(i for i, item in enumerate(configs) if core.CommConfig.from_json(json.dumps(item))[0]
+                        == tuner.baseline)
+        return {"configs": configs, "plans": [_plan_row(first), _plan_row(tuner.window(1))],
+                "warmup": int(_TEST.get("warmup", WARMUP_STEPS)), "max_steps": tuner.max_exploration_steps,
+                "window_steps_max": tuner.max_window_steps, "pinned": list(tuner.pinned), "baseline": baseline}
+
+
+def _plan_row(plan) -> list:
+    return [int(plan.ordinal), int(plan.steps), bool(plan.settled)]
+
+
+def start_line(payload: dict) -> str:
+    pinned = "; held: " + ", ".join(payload["pinned"]) if payload["pinned"] else ""
+    return (f"tuning this job's DDP communication online: at most {payload['warmup'] + payload['max_steps']} steps "
+            f"({payload['warmup']} warm-up, then windows of the job's own DDP alternated with candidates), then it "
+            f"keeps the fastest proven config{pinned}; ACSPEED_ONLINE=0 turns it off")
+
+
+def baseline(payload: dict):
+    """The config tuning starts from and compares with: the job's own DDP with the ACSPEED_* pins."""
+    item = payload["configs"][payload["baseline"]]
+    return _runtime.core().CommConfig.from_json(json.dumps(item))[0]
+
+
+def begin(ddp, state, payload: dict, group, device: torch.device) -> "Stepper":
+    """Every rank, after acspeed's hook is installed on `ddp` (collective: acspeed's own group)."""
+    global _started
+    _started = True
+    tuner = _Plan.tuner if dist.get_rank() == 0 else None
+    _Plan.tuner = None
+    stepper = Stepper(payload, group, device, tuner)
+    if tuner is not None:
+        stepper.job = _Job(ddp, device)
+        atexit.register(_at_exit, weakref.ref(stepper))
+    state.stepper = stepper
+    return stepper
+
+
+def _at_exit(ref) -> None:
+    """Rank 0: a job that ends before settling says that it stored nothing; a decision still being
+    written gets until the store's busy timeout."""
+    stepper = ref()
+    if stepper is None:
+        return
+    if not stepper.done:
+        stepper.done = True
+        _log.warn(f"online tuning did not settle before the job ended ({stepper.steps} steps, {max(stepper.window, 0)} "
+                  f"window(s)): nothing was stored; a job of at least {stepper.warmup + stepper.max_steps} steps "
+                  "settles")
+    elif stepper.writer is not None:
+        stepper.wait_stored()
+
+
+class _Job:
+    """Rank 0: what the stored decision is keyed by and described with (docs/online.md,
+    "Remembered"). The precision and the batch come from the first forward of the DDP model."""
+
+    def __init__(self, ddp, device: torch.device):
+        module = ddp.module
+        core = _runtime.core()
+        world = dist.get_world_size()
+        self.world, self.nnodes = world, core.node_count(world)
+        self.signature = decision.model_signature(module)
+        self.model_name = f"{type(module).__module__}.{type(module).__qualname__}"
+        self.dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
+        self.device = device
+        self.autocast: Optional[bool] = None
+        self.batch = 0
+        self._handle = ddp.register_forward_pre_hook(self._first_forward, with_kwargs=True)
+
+    def _first_forward(self, module, args, kwargs):
+        self._handle.remove()
+        kind = self.device.type
+        try:
+            self.autocast = bool(torch.is_autocast_enabled(kind))  # torch >= 2.4
+        except TypeError:
+            self.autocast = bool(torch.is_autocast_cpu_enabled() if kind == "cpu" else torch.is_autocast_enabled())
+        first = next((value for value in list(args) + list(kwargs.values()) if torch.is_tensor(value)), None)
+        self.batch = int(first.shape[0]) if first is not None and first.dim() > 0 else 0
+
+    def precision(self) -> str:
+        """acspeed.configure / ACSPEED_PRECISION, else amp under autocast, else the parameters' dtype."""
+        chosen = decision.precision()
+        if chosen:
+            return chosen
+        if self.autocast:
+            return "amp"
+        return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(self.dtype, "fp32")
+
+    def store(self, tuner) -> dict:
+        core = _runtime.core()
+        return core.store_online_session(
+            tuner, "", decision.fingerprint()["instance_type"], self.signature, self.precision(), self.world,
+            self.nnodes, share_gpus.job_shares_gpus(self.world, self.nnodes), self.model_name, self.batch,
+            json.dumps(job_versions()))
+
+
+# --- the step counter ---------------------------------------------------------------------------
+
+
+class Stepper:
+    """Counts steps in the comm hook (HookState.stepper, called at each bucket 0), runs the
+    boundary protocol (module docstring) and switches the hook's config."""
+
+    def __init__(self, payload: dict, group, device: torch.device, tuner=None):
+        core = _runtime.core()
+        self.configs = [core.CommConfig.from_json(json.dumps(item))[0] for item in payload["configs"]]
+        self.plans: Dict[int, list] = dict(enumerate(payload["plans"]))  # window -> [ordinal, steps, settled]
+        self.warmup = payload["warmup"]
+        self.max_steps = payload["max_steps"]
+        self.pad = payload["window_steps_max"]
+        self.baseline = payload["baseline"]
+        self.tuner = tuner  # rank 0 only
+        self.device = device
+        self.nccl = "nccl" in str(dist.get_backend(group))
+        self.through = device if device.type == "cuda" and self.nccl else torch.device("cpu")
+        ranks = sorted(dist.get_process_group_ranks(group))
+        self.group = dist.new_group(ranks=ranks, backend=str(dist.get_backend(group)))
+        self.clock = _clock(device)
+        self.steps = 0          # bucket-0 calls so far
+        self.window = -1        # the window running (-1: warm-up)
+        self.boundary = self.warmup  # the step that starts the next window
+        self.switches: List[Tuple[int, int]] = []  # (step, ordinal) where a window's config took over
+        self.done = False
+        self.stopped: Optional[str] = None
+        self.config = None      # the config running
+        self.job: Optional[_Job] = None  # rank 0
+        self.writer: Optional[threading.Thread] = None  # rank 0: stores the decision off the training thread
+        self.stored: Optional[dict] = None  # store_online_session's answer once written
+
+    def stop(self, why: str) -> None:
+        """Tuning ends without a decision (the user's own comm hook took over, ...)."""
+        if not self.done:
+            self.done, self.stopped = True, why
+            _log.info(f"online tuning stopped: {why}; nothing was stored", once=("online-stopped", id(self)))
+
+    def step(self, state) -> None:
+        """Bucket 0 of a synchronised backward, before the step's buckets are reduced."""
+        if self.done:
+            state.stepper = None
+            return
+        step = self.steps
+        self.steps += 1
+        if step < self.boundary:
+            if self.window >= 0:
+                self.clock.mark(self.window, self.config)
+            return
+        k = self.window
+        ordinal, steps, settled = self.plans[k + 1]
+        if not settled:
+            self.clock.mark(k + 1, self.configs[ordinal])  # this step runs window k + 1's config
+            if k >= 0:
+                self._exchange(k)
+        self.window = k + 1
+        self._switch(state, step, ordinal)
+        if settled:
+            self._settle(state)
+            return
+        self.boundary = step + steps
+
+    def _exchange(self, k: int) -> None:
+        """The boundary collective: window k's times (MAX over ranks) and rank 0's plan of k + 2."""
+        times = self.clock.take()
+        steps = self.plans[k][1]
+        if len(times) != steps:
+            raise RuntimeError(f"acspeed online tuning: window {k} timed {len(times)} steps, its plan ran {steps}")
+        vector = torch.full((self.pad + 3,), -1.0, dtype=torch.float64)
+        vector[:steps] = torch.tensor(times, dtype=torch.float64)
+        if self.tuner is not None:
+            vector[self.pad:] = torch.tensor(self._plan_ahead(k + 2), dtype=torch.float64)
+        vector = vector.to(self.through)
+        dist.all_reduce(vector, op=dist.ReduceOp.MAX, group=self.group)
+        values = vector.cpu().tolist()
+        ordinal, flag, ahead = (int(value) for value in values[self.pad:])
+        if ordinal < 0:
+            raise RuntimeError(f"acspeed online tuning: rank 0 sent no plan for window {k + 2}")
+        self.plans[k + 2] = [ordinal, ahead, flag != 0]
+        if self.tuner is not None:
+            try:
+                self.tuner.push(k, values[:steps])
+            except (RuntimeError, ValueError) as error:
+                self._abandon(f"window {k}'s times were refused: {error}")
+
+    def _plan_ahead(self, k: int) -> list:
+        """Rank 0: [ordinal, flag, steps] of window k; flag 1: the decision; 2: tuning abandoned,
+        the job's own config for good (after a problem of the driver's, warned about)."""
+        if self.tuner is not None:
+            try:
+                plan = self.tuner.window(k)
+                return [plan.ordinal, 1 if plan.settled else 0, plan.steps]
+            except (RuntimeError, ValueError) as error:
+                self._abandon(f"window {k} could not be planned: {error}")
+        return [self.baseline, 2, 0]
+
+    def _abandon(self, why: str) -> None:
+        _log.warn(f"online tuning abandoned ({why}): the job's own DDP config runs on; nothing is stored",
+                  once=("online-abandoned", id(self)))
+        self.tuner = None
+
+    def _switch(self, state, step: int, ordinal: int) -> None:
+        config = self.configs[ordinal]
+        current = self.config if self.config is not None else state.config
+        self.config = config
+        if config == current:
+            return
+        state.replace_config(config)
+        if self.nccl:
+            nccl.publish_rules(config.to_json())
+        self.switches.append((step, ordinal))
+
+    def _settle(self, state) -> None:
+        self.done = True
+        state.stepper = None
+        tuner = self.tuner
+        if tuner is None or not tuner.settled:  # abandoned: rank 0 warned already
+            return
+        kept = tuner.decision == tuner.baseline  # the verdict's speedup, if any, is the rejected candidate's
+        speedup = (f" ({tuner.note})" if kept or tuner.speedup is None else
+                   f" ({tuner.speedup:.3f}x the job's own DDP, 95% interval [{tuner.ci_low:.3f}, {tuner.ci_high:.3f}])")
+        line = f"online tuning settled after {self.steps} steps on {tuner.decision.describe()}{speedup}"
+        if not tuner.decision.needs_comm_hook():
+            line += (" (acspeed's plain all-reduce hook stays in this job's step path: removing it rebuilds DDP's "
+                     "reducer, which acspeed does not do inside a job yet; the next run builds DDP without it)")
+        self.writer = threading.Thread(target=self._store, args=(line,), name="acspeed-online-store", daemon=True)
+        self.writer.start()
+
+    def _store(self, line: str) -> None:
+        """The writer thread: stores the session and decision, then says the settle line (one line
+        either way: a failed write is a warning, never an error of the job)."""
+        host = socket.gethostname()
+        try:
+            self.stored = self.job.store(self.tuner)
+        except (RuntimeError, ValueError, _runtime.RuntimeUnavailable) as error:
+            _log.warn(f"{line}; it could not be stored on {host} ({error}): the next run tunes again")
+            return
+        stored = self.stored
+        where = f"as decision #{stored['decision_id']} (online session #{stored['session_id']}) in {stored['store']} on {host}"
+        if not stored["active"]:
+            where += (f", inactive: {stored['inactive_because']} (`acspeed-tune configs activate "
+                      f"{stored['decision_id']}` would apply it)")
+        _log.info(f"{line}; stored {where}")
+
+    def wait_stored(self, timeout_s: Optional[float] = None) -> Optional[dict]:
+        """Rank 0: waits for the decision's write (by default the store's busy timeout and 5 s);
+        its answer, or None (not written: warned)."""
+        if self.writer is None:
+            return None
+        if timeout_s is None:
+            timeout_s = int(_runtime.setting_string("ACSPEED_BUSY_TIMEOUT_MS")) / 1000.0 + 5.0
+        self.writer.join(timeout_s)
+        if self.writer.is_alive():
+            _log.warn(f"online tuning's decision was still being written after {timeout_s:g} s: not stored",
+                      once=("online-slow-store", id(self)))
+        return self.stored

@@ -1,0 +1,149 @@
+"""Online tuning inside the user's own job (acspeed.online, docs/online.md): 2 ranks on gloo with the
+test-only clock seam forcing window times; the C++ driver decides. Also the clocks, and when online
+tuning runs."""
+import sqlite3
+
+import pytest
+
+from ddp_harness import run_ranks
+import online_scenarios
+
+ranks = pytest.mark.slow  # multi-process
+
+
+@ranks
+def test_every_rank_switches_at_the_same_step_and_the_forced_faster_candidate_wins():
+    results = run_ranks(online_scenarios.chooses_the_faster, 2)
+    first, second = results
+    # Every rank switched at the same steps to the same configs and reduced every step alike.
+    assert first["switches"] == second["switches"] and len(first["switches"]) >= 4, first
+    assert first["steps"] == second["steps"], (first["steps"], second["steps"])
+    for step, ordinal in first["switches"]:
+        assert first["steps"][step] != first["steps"][step - 1], (step, first["steps"])
+    # The candidate made faster from window 5 (first run in window 5) won, judged over >= 3 pairs.
+    assert first["first_x_window"] == 5, first
+    assert first["decision_algorithm"] == "reduce_scatter", first["decision"]
+    assert first["final"] == second["final"] == first["decision"]
+    evidence = first["evidence"]
+    assert len(evidence["pairs"]) >= 3 and evidence["speedups"]["step_speedup"]["ci_low"] > 1, evidence
+    assert first["ran"] == second["ran"] < 400
+
+
+@ranks
+def test_parameters_bit_identical_to_online_off_while_algorithm_and_streams_switch():
+    results = run_ranks(online_scenarios.identical_to_online_off, 2)
+    for result in results:
+        assert result["equal"], result
+        # Both knobs switched, and back: every (algorithm, streams) of the space ran.
+        assert result["ran"] == [("allreduce", 1), ("allreduce", 2), ("reduce_scatter", 1), ("reduce_scatter", 2)], \
+            result["ran"]
+        assert result["done"] and len(result["switches"]) >= 6, result["switches"]
+    assert results[0]["switches"] == results[1]["switches"]
+
+
+@ranks
+def test_ddp_join_with_uneven_inputs_counts_the_same_steps_and_does_not_hang():
+    first, second = run_ranks(online_scenarios.joins_with_uneven_inputs, 2, timeout=120)
+    # Rank 1 joined after 35 steps; its hook still ran for the 25 steps rank 0 went on with.
+    assert first["counted"] == second["counted"] == 60, (first, second)
+    assert first["switches"] == second["switches"] and any(step > 35 for step, _ in first["switches"]), first
+    assert first["done"] and second["done"]
+
+
+@ranks
+def test_one_ddp_model_per_process_and_a_users_hook_ends_tuning():
+    for result in run_ranks(online_scenarios.second_model_and_settings, 2):
+        assert result["off"] and result["first"], result
+        assert result["second"] is None, result  # the second model: DDP defaults, no hook
+        assert result["stopped"].startswith("your comm hook allreduce_hook took over"), result
+
+
+@pytest.mark.parametrize("setting, source, tuned", [
+    (None, "no_store", True), (None, "no_entry", True), (None, "version_mismatch", True),
+    (None, "stored", False), (None, "stored_other_precision", False), (None, "forced", False), (None, "error", False),
+    ("0", "no_entry", False), ("1", "stored", True), ("1", "forced", True), ("1", "disabled", False),
+])
+def test_when_online_tuning_runs(monkeypatch, setting, source, tuned):
+    from acspeed import online
+    if setting is None:
+        monkeypatch.delenv("ACSPEED_ONLINE", raising=False)
+    else:
+        monkeypatch.setenv("ACSPEED_ONLINE", setting)
+    assert online.wanted(source) is tuned
+
+
+def test_a_bad_acspeed_online_is_named(monkeypatch):
+    from acspeed import online
+    monkeypatch.setenv("ACSPEED_ONLINE", "yes")
+    with pytest.raises(ValueError, match="ACSPEED_ONLINE='yes' is not one of 0, 1"):
+        online.wanted("no_entry")
+
+
+class FakeEvent:
+    """A CUDA event whose time is given: elapsed_time in ms, as torch's."""
+    now = 0.0
+
+    def __init__(self):
+        self.stream = self.at = None
+        self.synchronized = False
+
+    def record(self, stream):
+        self.stream, self.at = stream, FakeEvent.now
+
+    def synchronize(self):
+        self.synchronized = True
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1000.0
+
+
+def test_the_cuda_clock_reads_events_on_the_current_stream_at_the_boundary():
+    from acspeed import online
+    made = []
+
+    def event():
+        made.append(FakeEvent())
+        return made[-1]
+
+    clock = online.CudaClock(None, event=event, stream=lambda: "current")
+    for at in (0.0, 0.25, 0.75, 1.0):
+        FakeEvent.now = at
+        clock.mark(0, None)
+    assert [e.stream for e in made] == ["current"] * 4
+    assert not any(e.synchronized for e in made[:-1])
+    assert clock.take() == pytest.approx([0.25, 0.5, 0.25]) and made[-1].synchronized
+    FakeEvent.now = 1.5
+    clock.mark(1, None)
+    assert clock.take() == pytest.approx([0.5])  # from the boundary's event on
+
+
+@ranks
+def test_a_settled_decision_is_stored_as_an_online_session_and_the_next_run_applies_it(tmp_path):
+    db = str(tmp_path / "acspeed.db")
+    first = run_ranks(online_scenarios.remembers_the_decision, 2, 1, env={"ACSPEED_DB": db})
+    stored = first[0]["stored"]
+    assert stored is not None and stored["active"], first[0]["lines"]
+    assert any(f"stored as decision #{stored['decision_id']}" in line and db in line for line in first[0]["lines"])
+    with sqlite3.connect(db) as store:
+        kind, model, batch = store.execute("SELECT kind, model_name, batch_size FROM sessions WHERE id = ?",
+                                           (stored["session_id"],)).fetchone()
+        precision, active = store.execute("SELECT precision, active FROM decisions WHERE id = ?",
+                                          (stored["decision_id"],)).fetchone()
+        trials = store.execute("SELECT role, COUNT(*) FROM trials WHERE session_id = ? GROUP BY role",
+                               (stored["session_id"],)).fetchall()
+    assert (kind, model, batch, precision, active) == ("online", "torch.nn.modules.container.Sequential", 16, "fp32", 1)
+    assert dict(trials)["candidate"] >= 3 and dict(trials)["baseline"] >= 3, trials
+    # The second run of the same job: the decision from its first step, no tuning, no window collective.
+    for result in run_ranks(online_scenarios.remembers_the_decision, 2, 2, env={"ACSPEED_DB": db}):
+        assert not result["tuned"] and result["algorithm"] == "reduce_scatter", result
+        assert len(result["steps"]) == 3 and all("reduce_scatter" in step for step in result["steps"]), result
+
+
+@ranks
+def test_a_job_that_ends_before_settling_stores_nothing_and_says_so(tmp_path):
+    db = tmp_path / "acspeed.db"
+    first, _ = run_ranks(online_scenarios.ends_before_settling, 2, env={"ACSPEED_DB": str(db)})
+    assert first["done"]
+    assert any(line.startswith("online tuning did not settle before the job ended (8 steps") and
+               "nothing was stored" in line for line in first["lines"]), first["lines"]
+    assert not db.exists()
