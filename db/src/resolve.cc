@@ -17,8 +17,12 @@
 namespace acspeed {
 namespace {
 
-std::string describe_key(const DecisionKey& key) {
-  return fmt::format("{}, model {}, {}, world size {}, {} node{}{}", key.instance_type, key.model_signature,
+// The key as people read it; `model_name`: what the model was tuned as ("resnet18"), beside its signature.
+std::string describe_key(const DecisionKey& key, const std::string& model_name = "") {
+  const std::string model = model_name.empty() || model_name == key.model_signature
+                                ? key.model_signature
+                                : fmt::format("{} ({})", model_name, key.model_signature);
+  return fmt::format("{}, model {}, {}, world size {}, {} node{}{}", key.instance_type, model,
                      key.precision.empty() ? "any precision" : key.precision, key.world_size, key.nnodes,
                      key.nnodes == 1 ? "" : "s", key.gpus_shared ? ", ranks sharing GPUs" : "");
 }
@@ -72,7 +76,7 @@ Resolution from_file(const std::string& file, const ResolveRequest& request) {
     r.config = chosen->config;
     r.decision = *chosen;
     r.message = fmt::format("applied {} from ACSPEED_CONFIG={} (tuned for {})", r.config.describe(), file,
-                            describe_key(chosen->key));
+                            describe_key(chosen->key, chosen->model_name));
     if (chosen->key.instance_type != request.key.instance_type) {
       r.warnings.push_back(fmt::format(
           "ACSPEED_CONFIG={} was tuned on instance type '{}', this is '{}': forced as asked", file,
@@ -97,8 +101,7 @@ Resolution from_store(const ResolveRequest& request) {
   auto store = Store::open(options);
   if (!store->exists()) {
     r.source = ResolveSource::kNoStore;
-    r.message = fmt::format("no acspeed store at {}: DDP defaults (run acspeed-tune to tune this job)",
-                            store->path());
+    r.message = fmt::format("no acspeed store at {} (run acspeed-tune to tune this job)", store->path());
     return r;
   }
   const DecisionKey& key = request.key;
@@ -115,7 +118,7 @@ Resolution from_store(const ResolveRequest& request) {
     for (const auto& d : store->decisions({std::nullopt, key.model_signature, true})) {
       if (d.key.instance_type != key.instance_type) elsewhere.insert(d.key.instance_type);
     }
-    r.message = fmt::format("no stored decision for {}: DDP defaults", describe_key(key));
+    r.message = fmt::format("no stored decision for {}", describe_key(key));
     DecisionKey other_sharing = key;
     other_sharing.gpus_shared = !key.gpus_shared;
     if (const auto other = store->active_decision(other_sharing, /*any_precision=*/true)) {
@@ -134,27 +137,28 @@ Resolution from_store(const ResolveRequest& request) {
   if (!found->config_error.empty()) {
     r.source = ResolveSource::kError;
     r.decision = found;
-    r.message = fmt::format("decision #{} in store {} holds an invalid config ({}): not applied, DDP defaults; "
-                            "delete it (`acspeed-tune configs delete {}`) or re-tune",
-                            found->id, store->path(), found->config_error, found->id);
+    r.message = fmt::format("decision #{} in store {} holds an invalid config ({}); delete it (`acspeed-tune "
+                            "configs delete {}`) or re-tune", found->id, store->path(), found->config_error, found->id);
     return r;
   }
   if (auto stale = version_mismatch(*found, request); !stale.empty()) {
     r.source = ResolveSource::kVersionMismatch;
     r.decision = found;
-    r.message = fmt::format("decision #{} was tuned under {}: not applied, DDP defaults; re-run acspeed-tune",
-                            found->id, stale);
+    r.message = fmt::format("decision #{} for {} was tuned under {}; re-run acspeed-tune", found->id,
+                            describe_key(found->key, found->model_name), stale);
     return r;
   }
   r.source = other_precision ? ResolveSource::kStoredOtherPrecision : ResolveSource::kStored;
   r.applied = !found->config.is_default();
   r.config = found->config;
   r.decision = found;
-  r.message = fmt::format("applied decision #{} ({}) stored for {}{}", found->id, found->config.describe(),
-                          describe_key(found->key),
-                          other_precision ? fmt::format(" (no decision for {}; using {})", key.precision,
-                                                        found->key.precision)
-                                          : "");
+  const std::string other = other_precision
+                                ? fmt::format(" (no decision for {}; using {})", key.precision, found->key.precision)
+                                : "";
+  r.message = r.applied ? fmt::format("applied decision #{} ({}) stored for {}{}", found->id, found->config.describe(),
+                                      describe_key(found->key, found->model_name), other)
+                        : fmt::format("decision #{} stored for {}{} keeps DDP defaults", found->id,
+                                      describe_key(found->key, found->model_name), other);
   return r;
 }
 
@@ -226,14 +230,18 @@ Resolution resolve_config(const ResolveRequest& given) {
     }
     r.pinned = apply_env_pins(r.config);
     if (!r.pinned.empty()) {
-      r.applied = true;
-      r.message += fmt::format("; pinned by environment: {} -> {}", join(r.pinned), r.config.describe());
+      const bool changes = r.applied || !r.config.is_default();  // a pin to DDP's own value changes nothing
+      r.message = r.applied  ? fmt::format("{}; pinned by environment: {} -> {}", r.message, join(r.pinned),
+                                           r.config.describe())
+                  : changes ? fmt::format("applied {} pinned by environment ({}); {}", r.config.describe(),
+                                          join(r.pinned), r.message)
+                            : fmt::format("{}; pinned by environment: {} (DDP defaults)", r.message, join(r.pinned));
+      r.applied = changes;
     }
   } catch (const std::exception& e) {  // Error, and anything else: the promise is never to throw
     Resolution failed;
     failed.source = ResolveSource::kError;
-    failed.message = fmt::format("{}{}; using DDP defaults", dynamic_cast<const Error*>(&e) ? "" : "internal error: ",
-                                 e.what());
+    failed.message = fmt::format("{}{}", dynamic_cast<const Error*>(&e) ? "" : "internal error: ", e.what());
     return printable(std::move(failed));
   }
   return printable(std::move(r));

@@ -44,6 +44,29 @@ def _first_time(key) -> bool:
         return True
 
 
+class StrictError(SystemExit):
+    """ACSPEED_STRICT=1 made one of acspeed's own validation errors (a bad ACSPEED_CONFIG, an unknown
+    name) end the job: rank 0 has logged the one line saying so (strict_error); every rank exits with
+    status 1 and, being a SystemExit, without a traceback (torchrun still reports the failed ranks).
+    str() is that line."""
+
+    def __init__(self, reason: str):
+        super().__init__(1)
+        self.reason = reason
+        self.line = f"raised (ACSPEED_STRICT=1): {reason}"  # what rank 0 logs
+
+    def __str__(self) -> str:
+        return f"acspeed: {self.line}"
+
+
+def strict_error(reason: str) -> StrictError:
+    """The StrictError to raise for `reason`, logged first on rank 0 (every rank raises it)."""
+    error = StrictError(reason)
+    if is_rank0():
+        _ready().error(error.line)
+    return error
+
+
 def info(message: str, once=None) -> None:
     """Logs on rank 0; with `once`, only the first message for that key."""
     if is_rank0() and _first_time(once):

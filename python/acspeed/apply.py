@@ -112,7 +112,7 @@ def _hook_blocker(ddp, group) -> Optional[str]:
 
 def _report(found: decision.Decision, notes: list, trouble: bool = False) -> None:
     """One line on rank 0; a warning when something went wrong (`trouble`: the hook's setup failed)."""
-    line = "; ".join([found.message] + found.warnings + notes)
+    line = "; ".join([found.line()] + found.warnings + notes)
     if trouble or found.source == "error" or found.warnings:
         _log.warn(line)
     else:
@@ -126,7 +126,7 @@ def _decide(module, group, device, arguments: dict) -> decision.Decision:
     try:
         off = decision.disabled_locally()
     except (ValueError, _runtime.RuntimeUnavailable) as error:
-        off = decision.Decision(source="error", config=None, message=f"{error}; using DDP defaults")
+        off = decision.Decision(source="error", config=None, message=str(error))
     if off is not None:
         return off
     mine = None
@@ -151,7 +151,7 @@ def construct(original, signature, ddp, args, kwargs) -> None:
     device = first.device if first is not None else torch.device("cpu")
     found = _decide(module, group, device, arguments)
     if found.source == "error" and _runtime.strict_or_off():
-        raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): {found.message}")
+        raise _log.strict_error(found.message)
     config = found.config
     if found.online is not None:  # tuned online: it starts from the job's own DDP (acspeed.online)
         from . import online  # noqa: PLC0415

@@ -46,6 +46,13 @@ class Decision:
     warnings: List[str] = dataclasses.field(default_factory=list)
     online: Optional[dict] = None    # tune this DDP model online: rank 0's payload (acspeed.online.offer)
 
+    def line(self) -> str:
+        """The job's line: the message, as "no change (message)" when nothing is applied and the job
+        is not tuned online (ACSPEED_DISABLE says so itself)."""
+        if self.applied or self.online is not None or self.source == "disabled":
+            return self.message
+        return f"no change ({self.message})"
+
 
 def model_signature(module: torch.nn.Module) -> str:
     """The signature decisions are keyed by: parameter names, shapes and dtypes in registration order."""
@@ -77,7 +84,7 @@ def lookup(module: torch.nn.Module, world_size: int) -> Decision:
         result = core.resolve(fingerprint()["instance_type"], model_signature(module), precision(),
                               world_size, None, versions["torch"], versions["nccl"], gpus_shared=shared)
     except (RuntimeError, ValueError) as error:
-        return Decision(source="error", config=None, message=f"{error}; using DDP defaults")
+        return Decision(source="error", config=None, message=str(error))
     config = result["comm_config"] if result["source"] not in ("disabled", "error") else None
     return Decision(source=result["source"], config=config, message=result["message"],
                     applied=bool(result["applied"]), warnings=list(result["warnings"]))

@@ -350,10 +350,11 @@ class Stepper:
         self.stored: Optional[dict] = None  # store_online_session's answer once written
 
     def stop(self, why: str) -> None:
-        """Tuning ends without a decision (the user's own comm hook took over, ...)."""
+        """Tuning ends without a decision (the user's own comm hook took over, a config's lanes could
+        not be built, ...)."""
         if not self.done:
             self.done, self.stopped = True, why
-            _log.info(f"online tuning stopped: {why}; nothing was stored", once=("online-stopped", id(self)))
+            _log.warn(f"online tuning stopped: {why}; nothing was stored", once=("online-stopped", id(self)))
 
     def step(self, state) -> None:
         """Bucket 0 of a synchronised backward, before the step's buckets are reduced."""
@@ -374,6 +375,9 @@ class Stepper:
                 self._exchange(k)
         self.window = k + 1
         self._switch(state, step, ordinal)
+        if self.done:  # stopped: the switch could not be made
+            state.stepper = None
+            return
         if settled:
             self._settle(state)
             return
@@ -421,10 +425,18 @@ class Stepper:
     def _switch(self, state, step: int, ordinal: int) -> None:
         config = self.configs[ordinal]
         current = self.config if self.config is not None else state.config
-        self.config = config
         if config == current:
+            self.config = config
             return
-        state.replace_config(config)
+        try:
+            state.replace_config(config)  # every rank raises alike (the lanes' agreement): every rank stops
+        except (RuntimeError, ValueError) as error:
+            if _runtime.strict_or_off():
+                raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): online tuning could not switch to "
+                                   f"{config.describe()} ({error})") from error
+            self.stop(f"{config.describe()} could not be set up ({error}); {current.describe()} runs on")
+            return
+        self.config = config
         if self.nccl:
             nccl.publish_rules(config.to_json())
         self.switches.append((step, ordinal))

@@ -4,42 +4,22 @@ naming what was found; a relative path/to/file.py:name or pkg.module:name resolv
 acspeed-tune was started in, which the workers get as --start-dir. A real tuning session on a model
 from a file (slow) shows the workers resolve it the same way."""
 import os
+import pathlib
+import shutil
 import sqlite3
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
-NET = textwrap.dedent('''
-    import torch
-
-
-    class TinyCNN(torch.nn.Module):
-        def __init__(self, classes=7):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(3, 4, 3)
-            self.head = torch.nn.Linear(4, classes)
-
-        def forward(self, x):
-            return self.head(self.conv(x).mean((2, 3)))
-
-
-    class Wide(torch.nn.Module):
-        def __init__(self, channels):
-            super().__init__()
-
-
-    def tiny_cnn():
-        return TinyCNN(5)
-''')
+NET = pathlib.Path(__file__).resolve().parent.parent / "support" / "user_nets.py"
 
 
 @pytest.fixture()
 def project(tmp_path):
     """A user's folder with nets/net.py, which is on no PYTHONPATH."""
     (tmp_path / "proj" / "nets").mkdir(parents=True)
-    (tmp_path / "proj" / "nets" / "net.py").write_text(NET)
+    shutil.copy(NET, tmp_path / "proj" / "nets" / "net.py")
     return tmp_path / "proj"
 
 
@@ -84,7 +64,7 @@ def test_dry_run_of_data_that_cannot_be_imported_exits_2_naming_the_folder(tune,
 def test_dry_run_of_a_model_that_cannot_be_built_names_what_was_found(tune, project):
     # Every error of the forms: tests/python/test_models.py.
     message = _one_error(tune("--model", "nets/net.py:Wide", "--dry-run", cwd=project))
-    assert "--model 'nets/net.py:Wide': Wide is a class taking (channels)" in message, message
+    assert "--model 'nets/net.py:Wide': Wide is a class taking (channels, classes=10)" in message, message
 
 
 @pytest.mark.slow

@@ -59,6 +59,24 @@ TEST_F(Resolve, ExactKeyWins) {
   EXPECT_TRUE(r.applied);
   EXPECT_EQ(r.config.streams, 2);
   EXPECT_NE(r.message.find("applied decision #2"), std::string::npos) << r.message;
+  // The model as it was tuned, beside the signature the lookup matched.
+  EXPECT_NE(r.message.find("model resnet18 (p2-00000000deadbeef), amp"), std::string::npos) << r.message;
+}
+
+TEST_F(Resolve, AStoredKeepDdpDefaultsDecisionIsNotAppliedAndSaysWhatItKeeps) {
+  auto d = sample_decision();
+  d.config = CommConfig{};
+  store(d);
+  auto r = resolve_config(request);
+  EXPECT_EQ(r.source, ResolveSource::kStored);
+  EXPECT_FALSE(r.applied);
+  EXPECT_EQ(r.message, "decision #1 stored for cpu-2xTest, model resnet18 (p2-00000000deadbeef), amp, world size 2, "
+                       "1 node keeps DDP defaults");
+  setenv("ACSPEED_STREAMS", "2", 1);  // a pin over it changes something: applied, saying over what
+  r = resolve_config(request);
+  EXPECT_TRUE(r.applied);
+  EXPECT_EQ(r.message.rfind("applied allreduce, 2 streams pinned by environment (streams); decision #1 stored for", 0), 0u)
+      << r.message;
 }
 
 TEST_F(Resolve, SameKeyAnyPrecisionIsTheFallback) {

@@ -157,3 +157,24 @@ def ends_before_settling(rank: int, world_size: int) -> dict:
     if rank == 0:
         acspeed.online._at_exit(lambda: stepper)  # what the interpreter's exit runs
     return {"done": stepper.done, "lines": lines.lines}
+
+
+def a_switch_that_cannot_be_set_up(rank: int, world_size: int) -> dict:
+    """Rank 1 cannot create the process groups of a new config's lanes: every rank stops tuning at
+    that boundary, keeps the config it ran, and trains on."""
+    import acspeed.engine.lanes
+    acspeed.online.testing(**WINDOWS)
+    lines = _listen()
+    ddp = DDP(make_model(), bucket_cap_mb=0.001)
+    state, stepper, log = _tuned(ddp)
+    if rank == 1:  # each group is created (a collective every rank must join), then refused
+        real_new_group = acspeed.engine.lanes._new_group
+        kept = []  # alive, as a group that exists but failed: no peer sees its connections close
+
+        def refuse(ranks, backend):
+            kept.append(real_new_group(ranks, backend))
+            raise RuntimeError("injected on rank 1")
+        acspeed.engine.lanes._new_group = refuse
+    params = train(ddp, rank, 40)
+    return {"stopped": stepper.stopped, "steps": log.steps, "switches": stepper.switches, "lines": lines.lines,
+            "params": params, "stepper": state.stepper is None}

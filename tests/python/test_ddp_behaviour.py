@@ -81,8 +81,15 @@ def test_bad_input_warns_once_and_keeps_ddp_defaults(observed, case):
     assert not seen["hook"] and seen["cap"] == DDP_DEFAULT_CAP and seen["equal"]
     assert len(seen["log"]) == 1 and len(_warnings(seen["log"])) == 1, seen["log"]
     assert observed[1][f"bad/{case}"]["log"] == []
-    for rank_seen in observed:  # every rank raises under ACSPEED_STRICT=1, none hangs
-        assert rank_seen[f"bad/{case}"]["strict"].startswith("acspeed (ACSPEED_STRICT=1)"), rank_seen[f"bad/{case}"]
+    assert seen["log"][0][1].startswith("no change ("), seen["log"]
+    # Under ACSPEED_STRICT=1 every rank raises (a SystemExit, so no traceback), none hangs, and rank 0's
+    # one line says it raised, not "using DDP defaults" (issue 37: the old line said both).
+    for rank_seen in observed:
+        strict = rank_seen[f"bad/{case}"]["strict"]
+        assert strict.startswith("acspeed: raised (ACSPEED_STRICT=1): "), rank_seen[f"bad/{case}"]
+        assert "DDP defaults" not in strict and "no change" not in strict, strict
+    assert observed[0][f"bad/{case}"]["strict_log"] == [("ERROR", observed[0][f"bad/{case}"]["strict"][9:])]
+    assert observed[1][f"bad/{case}"]["strict_log"] == []
 
 
 def test_bad_input_messages_name_the_value(observed):

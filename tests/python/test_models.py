@@ -4,6 +4,8 @@ function returning a module, a function returning (model, make_batch), from pkg.
 path/to/file.py:name (relative to the start folder); each error names what was found."""
 import argparse
 import importlib.util
+import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,64 +15,14 @@ import torch
 
 from acspeed._worker import batches, check, models
 
-NETS = textwrap.dedent('''
-    import torch
-
-
-    class TinyCNN(torch.nn.Module):
-        def __init__(self, classes=7):
-            super().__init__()
-            self.conv = torch.nn.Conv2d(3, 4, 3)
-            self.head = torch.nn.Linear(4, classes)
-
-        def forward(self, x):
-            return self.head(self.conv(x).mean((2, 3)))
-
-
-    class Wide(torch.nn.Module):
-        def __init__(self, channels, classes=10):
-            super().__init__()
-
-
-    def tiny_cnn():
-        return TinyCNN(5)
-
-
-    def with_batches():
-        model = torch.nn.Linear(6, 3)
-        return model, lambda n: (torch.randn(n, 6), torch.randint(0, 3, (n,)))
-
-
-    def features_only():
-        return torch.nn.Linear(6, 3)
-
-
-    def odd_pair():
-        return torch.nn.Linear(6, 3), 3
-
-
-    def bad_batch():
-        return torch.nn.Linear(6, 3), lambda n: torch.zeros(n, 6)
-
-
-    def sized(depth):
-        return torch.nn.Linear(depth, 3)
-
-
-    def broken():
-        raise RuntimeError("weights file missing")
-
-
-    instance = torch.nn.Linear(6, 3)
-    NUMBER = 3
-''')
+NETS = pathlib.Path(__file__).resolve().parent.parent / "support" / "user_nets.py"
 
 
 @pytest.fixture()
 def project(tmp_path, monkeypatch):
     """A user's folder holding nets/models.py; the tests run from another folder."""
     (tmp_path / "proj" / "nets").mkdir(parents=True)
-    (tmp_path / "proj" / "nets" / "models.py").write_text(NETS)
+    shutil.copy(NETS, tmp_path / "proj" / "nets" / "models.py")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     monkeypatch.setattr(sys, "path", list(sys.path))  # the loader adds the start folder

@@ -147,3 +147,14 @@ def test_a_job_that_ends_before_settling_stores_nothing_and_says_so(tmp_path):
     assert any(line.startswith("online tuning did not settle before the job ended (8 steps") and
                "nothing was stored" in line for line in first["lines"]), first["lines"]
     assert not db.exists()
+
+
+@ranks
+def test_a_config_whose_lanes_cannot_be_built_stops_tuning_on_every_rank():
+    first, second = run_ranks(online_scenarios.a_switch_that_cannot_be_set_up, 2)
+    for result in (first, second):
+        assert "could not be set up" in result["stopped"] and "injected on rank 1" in result["stopped"], result
+        assert result["switches"] == [] and result["stepper"], result
+        assert len(result["steps"]) == 40 and len(set(result["steps"])) == 1, result["steps"]  # its own DDP throughout
+    assert first["params"].equal(second["params"])
+    assert any(line.startswith("online tuning stopped:") for line in first["lines"]), first["lines"]

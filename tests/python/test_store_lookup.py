@@ -46,6 +46,7 @@ def test_stored_decisions_reach_every_rank(tune_binary, tmp_path):
     lines = {name: [line for _, line in value["log"]] for name, value in seen[0].items()}
     assert all(len(value) == 1 for value in lines.values()), lines
     assert lines["exact"][0].startswith("applied decision #1 (bucket 0.5 MiB, reduce_scatter, 2 streams) stored for test-box")
+    assert f"model mlp ({signature}), amp" in lines["exact"][0], lines["exact"]  # the name it was tuned as
     assert "no decision for bf16; using amp" in lines["other_precision"][0]
     assert "no decision for bf16; using amp" in lines["configured_precision"][0]
     assert "no stored decision for other-box" in lines["other_instance"][0] and "test-box" in lines["other_instance"][0]

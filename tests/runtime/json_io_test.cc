@@ -43,6 +43,18 @@ TEST(JsonIo, ParseErrorsOfEveryKindAreInvalidArguments) {
   EXPECT_NE(error_of([] { json_io::parse("[1e999]", "the file"); }).find("not valid JSON"), std::string::npos);
 }
 
+TEST(JsonIo, ASyntaxErrorNamesItsLineColumnAndWhatWasExpectedNotTheParsersInternals) {
+  EXPECT_EQ(error_of([] { json_io::parse("this is not json", "ACSPEED_CONFIG=/x.json"); }),
+            "ACSPEED_CONFIG=/x.json is not valid JSON at line 1, column 2: invalid literal 'th'; expected a JSON value "
+            "(an object, array, string, number, true, false or null)");
+  EXPECT_EQ(error_of([] { json_io::parse("{\n  \"version\": 1,\n}", "the file"); }),
+            "the file is not valid JSON at line 3, column 1: unexpected '}'; expected a string in double quotes");
+  EXPECT_EQ(error_of([] { json_io::parse("{\"version\": 1}}", "the file"); }),
+            "the file is not valid JSON at line 1, column 15: unexpected '}'; expected nothing more (the end of the text)");
+  EXPECT_EQ(error_of([] { json_io::parse("[1e999]", "the file"); }),
+            "the file is not valid JSON: number overflow parsing '1e999'");
+}
+
 TEST(Precision, OneListParsedStrictly) {
   EXPECT_EQ(precision_names(), (std::vector<std::string>{"amp", "fp32", "fp16", "bf16"}));
   EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);

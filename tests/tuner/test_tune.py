@@ -181,8 +181,14 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tuned_store, repo_
     assert bench.returncode == 0, bench.stderr[-3000:]
     sys.path.insert(0, str(repo_root / "python"))
     from acspeed import _core  # noqa: PLC0415
-    described = _core.CommConfig.from_json(decision["config_json"])[0].describe()
-    assert f"applied decision #{decision['id']} ({described})" in bench.stdout + bench.stderr, bench.stderr[-3000:]
+    config = _core.CommConfig.from_json(decision["config_json"])[0]
+    # A kept-defaults decision changes nothing, and the line says so (issue 37 item 4: it said
+    # "applied decision #N (DDP defaults)"); either way it names the model as tuned.
+    said = (f"applied decision #{decision['id']} ({config.describe()}) stored for" if not config.is_default()
+            else f"no change (decision #{decision['id']} stored for")
+    lines = [line for line in bench.stderr.splitlines() if line.startswith("acspeed: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"acspeed: {said}"), bench.stderr[-3000:]
+    assert "model tiny_models:mlp (p" in lines[0] and lines[0].endswith("keeps DDP defaults)") == config.is_default()
 
 
 @pytest.mark.slow

@@ -48,8 +48,11 @@ std::string_view to_string(ResolveSource source);
 struct Resolution {
   ResolveSource source = ResolveSource::kNoEntry;
   CommConfig config;               // what to apply (DDP defaults unless something applies)
-  bool applied = false;            // true when config comes from a decision, a file or a pin
-  std::string message;             // the one line rank 0 logs
+  // True when config comes from a decision that changes something, a file or a pin.
+  bool applied = false;
+  // What was found, and applied when `applied`; otherwise why nothing is (the job says "no change
+  // (message)", python/acspeed/decision.py; an error's message is its reason alone).
+  std::string message;
   std::optional<Decision> decision;
   std::vector<std::string> warnings;  // e.g. unknown keys in ACSPEED_CONFIG
   std::vector<std::string> pinned;    // fields pinned by environment variables
