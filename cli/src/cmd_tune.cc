@@ -22,6 +22,7 @@
 #include "acspeed/strings.h"
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/knobs.h"
+#include "acspeed/tuner/nccl_net.h"
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
 #include "cli.h"
@@ -225,6 +226,8 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   }
   o.compression_searched = vm.count("compression") > 0;
   apply_pins(s);
+  // NCCL's sockets only where NCCL's net is Socket between nodes; the plan says why or why not.
+  if (auto note = gate_nccl_sockets(s, o.nnodes, o.gpus_shared, nccl_net()); !note.empty()) o.notes.push_back(note);
   resolve_strategy_name(o.strategy, s, o.nnodes);  // an unknown name is a usage error now, not after the launch
   if (searches_powersgd(s) && o.warmup < kDefaultPowerSgdStartStep + 2) {
     // Every trial warms up as long, so that loss trajectories compare step for step.

@@ -1,5 +1,7 @@
 #include "acspeed/resolve.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -160,6 +162,31 @@ Resolution from_store(const ResolveRequest& request) {
   return r;
 }
 
+// What the decisions that apply say about the instance knobs: one value, or a disagreement.
+InstanceKnobs agreed_knobs(const std::vector<const Decision*>& decisions, const std::string& where) {
+  InstanceKnobs k;
+  std::map<std::string, std::vector<int64_t>> by_value;  // "2x4" -> decision ids
+  for (const Decision* d : decisions) {
+    by_value[to_string(d->config.nccl_sockets)].push_back(d->id);
+    k.decision_ids.push_back(d->id);
+  }
+  if (by_value.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [value, ids] : by_value) {
+      std::vector<std::string> named;
+      for (int64_t id : ids) named.push_back(fmt::format("#{}", id));
+      parts.push_back(fmt::format("{} {}", value == "0" ? "NCCL's choice" : value, join(named)));
+    }
+    k.source = ResolveSource::kDisagree;
+    k.message = fmt::format("NCCL sockets: the decisions for {} disagree ({}): none set, NCCL chooses; delete or "
+                            "re-tune the ones that should not apply, or pin ACSPEED_NCCL_SOCKETS",
+                            where, join(parts, "; "));
+    return k;
+  }
+  k.nccl_sockets = decisions.front()->config.nccl_sockets;
+  return k;
+}
+
 // The resolution with its message and warnings made well-formed UTF-8: they quote what the user gave
 // (a file's bytes, a path) and travel to Python, which refuses anything else.
 Resolution printable(Resolution r) {
@@ -180,6 +207,8 @@ std::string_view to_string(ResolveSource source) {
     case ResolveSource::kVersionMismatch: return "version_mismatch";
     case ResolveSource::kNoStore: return "no_store";
     case ResolveSource::kError: return "error";
+    case ResolveSource::kPinned: return "pinned";
+    case ResolveSource::kDisagree: return "disagree";
   }
   return "error";
 }
@@ -216,6 +245,97 @@ Resolution resolve_config(const ResolveRequest& given) {
     return printable(std::move(failed));
   }
   return printable(std::move(r));
+}
+
+namespace {
+
+// resolve_instance_knobs without its promise: throws what goes wrong.
+InstanceKnobs instance_knobs(InstanceKnobsRequest request) {
+  InstanceKnobs k;
+  if (setting_bool("ACSPEED_DISABLE")) return k;
+  if (request.nnodes == 0) request.nnodes = node_count(request.world_size);
+  if (const auto pin = setting_string("ACSPEED_NCCL_SOCKETS")) {
+    k.source = ResolveSource::kPinned;
+    k.nccl_sockets = parse_nccl_sockets("ACSPEED_NCCL_SOCKETS", *pin);
+    k.message = fmt::format("NCCL sockets {} pinned by ACSPEED_NCCL_SOCKETS", to_string(k.nccl_sockets));
+  } else if (const auto file = setting_string("ACSPEED_CONFIG")) {
+    const std::string text = read_config_file(*file);
+    std::vector<Decision> decisions;
+    try {
+      if (!is_decisions_document(text)) {
+        decisions.emplace_back().config = config_from_json(text);
+      } else {
+        for (auto& d : decisions_from_json(text)) {
+          if (d.key.nnodes == request.nnodes) decisions.push_back(std::move(d));
+        }
+      }
+    } catch (const InvalidArgument& e) {
+      ACS_THROW(InvalidArgument, "ACSPEED_CONFIG={}: {}", *file, e.what());
+    }
+    if (decisions.empty()) return k;
+    std::vector<const Decision*> all;
+    for (const auto& d : decisions) all.push_back(&d);
+    k = agreed_knobs(all, fmt::format("{} node(s) in ACSPEED_CONFIG={}", request.nnodes, *file));
+    if (k.source == ResolveSource::kDisagree || !k.nccl_sockets) return k;
+    k.source = ResolveSource::kForced;
+    k.message = fmt::format("NCCL sockets {} from ACSPEED_CONFIG={}", to_string(k.nccl_sockets), *file);
+  } else {
+    StoreOptions options;
+    options.path = request.store_path;
+    options.read_only = true;
+    auto store = Store::open(options);
+    if (!store->exists()) return k;
+    DecisionFilter filter;
+    filter.active_only = true;
+    if (!request.instance_type.empty()) filter.instance_type = request.instance_type;
+    const auto decisions = store->decisions(filter);
+    const auto here = [&](const Decision& d) {
+      return d.key.nnodes == request.nnodes && d.key.gpus_shared == request.gpus_shared;
+    };
+    // Fingerprinting (GPU libraries, sysfs) only when a decision for this node count sets a knob.
+    if (std::none_of(decisions.begin(), decisions.end(),
+                     [&](const Decision& d) { return here(d) && d.config.nccl_sockets.has_value(); })) {
+      return k;
+    }
+    if (request.instance_type.empty()) request.instance_type = fingerprint().instance_type;
+    ResolveRequest versions;
+    versions.torch_version = request.torch_version;
+    versions.nccl_version = request.nccl_version;
+    std::vector<const Decision*> applying;
+    for (const auto& d : decisions) {
+      if (here(d) && d.key.instance_type == request.instance_type && d.config_error.empty() &&
+          version_mismatch(d, versions).empty()) {
+        applying.push_back(&d);
+      }
+    }
+    if (applying.empty()) return k;
+    const std::string where = fmt::format("{} with {} node(s)", request.instance_type, request.nnodes);
+    k = agreed_knobs(applying, where);
+    if (k.source == ResolveSource::kDisagree || !k.nccl_sockets) return k;
+    k.source = ResolveSource::kStored;
+    std::vector<std::string> ids;
+    for (int64_t id : k.decision_ids) ids.push_back(fmt::format("#{}", id));
+    k.message = fmt::format("NCCL sockets {} from decision{} {} for {}", to_string(k.nccl_sockets),
+                            ids.size() == 1 ? "" : "s", join(ids), where);
+  }
+  if (k.nccl_sockets) k.environment = nccl_socket_variables(*k.nccl_sockets);
+  return k;
+}
+
+}  // namespace
+
+InstanceKnobs resolve_instance_knobs(const InstanceKnobsRequest& request) {
+  InstanceKnobs k;
+  try {
+    k = instance_knobs(request);
+  } catch (const std::exception& e) {  // the promise is never to throw
+    k = InstanceKnobs{};
+    k.source = ResolveSource::kError;
+    k.message = fmt::format("{}{}; NCCL sockets left to NCCL", dynamic_cast<const Error*>(&e) ? "" : "internal error: ",
+                            e.what());
+  }
+  k.message = utf8_escaped(k.message);  // it quotes what the user gave; Python takes only UTF-8
+  return k;
 }
 
 }  // namespace acspeed

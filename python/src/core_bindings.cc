@@ -16,6 +16,7 @@
 #include "acspeed/resolve.h"
 #include "acspeed/settings.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/flows.h"
 #include "acspeed/tuner/knobs.h"
 #include "acspeed/tuner/online.h"
 
@@ -51,6 +52,31 @@ py::dict resolve(const std::string& instance_type, const std::string& signature,
   out["decision_id"] = r.decision ? py::object(py::int_(r.decision->id)) : py::object(py::none());
   out["warnings"] = r.warnings;
   out["pinned"] = r.pinned;
+  return out;
+}
+
+// nnodes None: counted from this job's environment (node_count.h), as resolve.
+py::dict resolve_instance_knobs_dict(const std::string& instance_type, int64_t world_size, std::optional<int64_t> nnodes,
+                                     bool gpus_shared, const std::string& torch_version,
+                                     const std::string& nccl_version) {
+  InstanceKnobsRequest request;
+  request.instance_type = instance_type;
+  request.world_size = world_size;
+  request.nnodes = nnodes.value_or(0);
+  request.gpus_shared = gpus_shared;
+  request.torch_version = torch_version;
+  request.nccl_version = nccl_version;
+  InstanceKnobs k;
+  {
+    py::gil_scoped_release release;
+    k = resolve_instance_knobs(request);
+  }
+  py::dict out;
+  out["source"] = std::string(to_string(k.source));
+  out["nccl_sockets"] = k.nccl_sockets ? py::object(py::str(to_string(k.nccl_sockets))) : py::object(py::none());
+  out["environment"] = k.environment;
+  out["message"] = k.message;
+  out["decision_ids"] = k.decision_ids;
   return out;
 }
 
@@ -199,6 +225,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("compression_info", [](const CommConfig& c) { return &info(c.compression); },
                              py::return_value_policy::reference)
       .def_readonly("nccl_rules", &CommConfig::nccl_rules)
+      .def_property_readonly(
+          "nccl_sockets",
+          [](const CommConfig& c) { return c.nccl_sockets ? py::object(py::str(to_string(c.nccl_sockets))) : py::none(); },
+          "\"THREADSxSOCKETS\" (set at import, before any communicator), or None: NCCL's choice")
       .def("describe", &CommConfig::describe)
       .def("needs_comm_hook", &CommConfig::needs_comm_hook)
       .def("is_default", &CommConfig::is_default)
@@ -281,6 +311,19 @@ PYBIND11_MODULE(_core, m) {
   m.def("resolve", &resolve, py::arg("instance_type"), py::arg("model_signature"), py::arg("precision"),
         py::arg("world_size"), py::arg("nnodes") = py::none(), py::arg("torch_version") = "",
         py::arg("nccl_version") = "", py::arg("gpus_shared") = false);
+  m.def("resolve_instance_knobs", &resolve_instance_knobs_dict, py::arg("instance_type") = "",
+        py::arg("world_size") = 1, py::arg("nnodes") = py::none(), py::arg("gpus_shared") = false,
+        py::arg("torch_version") = "", py::arg("nccl_version") = "",
+        "The instance knobs `import acspeed` sets before any communicator (db/include/acspeed/resolve.h): "
+        "{source, nccl_sockets, environment: [(variable, value)], message, decision_ids}; never raises.");
+  m.def(
+      "flows",
+      [](const CommConfig& config, int world_size, int nnodes, const std::string& backend, const std::string& device) {
+        return tuner::flows(config, {world_size, nnodes, tuner::groups_per_role(backend, device)});
+      },
+      py::arg("config"), py::arg("world_size"), py::arg("nnodes"), py::arg("backend"), py::arg("device"),
+      "The config's flows between two nodes (tuner/include/acspeed/tuner/flows.h): streams, the hook's groups, "
+      "and NCCL's sockets where NCCL carries the collectives.");
   m.def("gpus_shared", &gpus_shared, py::arg("asked"), py::arg("ranks_per_node"), py::arg("gpus"),
         "Whether a node's ranks share its GPUs: asked for (ACSPEED_SHARE_GPUS) and more ranks than GPUs.");
 }

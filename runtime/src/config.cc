@@ -92,6 +92,52 @@ Compression parse_compression(std::string_view text) {
   ACS_THROW(InvalidArgument, "compression '{}' is not one of {}", text, join(names));
 }
 
+namespace {
+
+constexpr std::string_view kNcclSocketsAccepted =
+    "'0' for NCCL's choice, or THREADSxSOCKETS such as 2x4: threads 1 to 16, sockets per thread 1 to 64, "
+    "threads x sockets at most 64";
+
+}  // namespace
+
+void NcclSockets::validate() const {
+  if (threads < 1 || threads > kMaxNcclSocketThreads || per_thread < 1 || per_thread > kMaxNcclSockets ||
+      threads * per_thread > kMaxNcclSockets) {
+    ACS_THROW(InvalidArgument, "nccl_sockets {}x{} is out of range (accepted: {})", threads, per_thread,
+              kNcclSocketsAccepted);
+  }
+}
+
+bool NcclSockets::operator==(const NcclSockets& o) const {
+  return threads == o.threads && per_thread == o.per_thread;
+}
+
+std::string to_string(const std::optional<NcclSockets>& value) {
+  return value ? fmt::format("{}x{}", value->threads, value->per_thread) : "0";
+}
+
+std::optional<NcclSockets> parse_nccl_sockets(std::string_view what, std::string_view text) {
+  if (text == "0") return std::nullopt;
+  const auto x = text.find('x');
+  const auto digits = [](std::string_view part) {
+    return !part.empty() && part.size() <= 3 && part.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (x == std::string_view::npos || !digits(text.substr(0, x)) || !digits(text.substr(x + 1))) {
+    ACS_THROW(InvalidArgument, "{} '{}' is not accepted (accepted: {})", what, text, kNcclSocketsAccepted);
+  }
+  NcclSockets value{std::stoi(std::string(text.substr(0, x))), std::stoi(std::string(text.substr(x + 1)))};
+  if (value.threads < 1 || value.per_thread < 1 || value.threads > kMaxNcclSocketThreads ||
+      value.sockets() > kMaxNcclSockets) {
+    ACS_THROW(InvalidArgument, "{} '{}' is out of range (accepted: {})", what, text, kNcclSocketsAccepted);
+  }
+  return value;
+}
+
+std::vector<std::pair<std::string, std::string>> nccl_socket_variables(const NcclSockets& value) {
+  return {{"NCCL_SOCKET_NTHREADS", std::to_string(value.threads)},
+          {"NCCL_NSOCKS_PERTHREAD", std::to_string(value.per_thread)}};
+}
+
 bool NcclRule::operator==(const NcclRule& o) const {
   return collective == o.collective && min_bytes == o.min_bytes && max_bytes == o.max_bytes &&
          algorithm == o.algorithm && protocol == o.protocol && channels == o.channels &&
@@ -104,7 +150,7 @@ bool CommConfig::needs_comm_hook() const {
 
 bool CommConfig::is_default() const {
   return !bucket_cap_mb && !first_bucket_mb && !gradient_as_bucket_view && !needs_comm_hook() &&
-         nccl_rules.empty();
+         nccl_rules.empty() && !nccl_sockets;
 }
 
 void CommConfig::validate() const {
@@ -149,6 +195,7 @@ void CommConfig::validate() const {
                 *rule.chunk_bytes, kMinNcclChunkBytes, kMaxNcclChunkBytes);
     }
   }
+  if (nccl_sockets) nccl_sockets->validate();
 }
 
 std::string CommConfig::describe() const {
@@ -167,6 +214,7 @@ std::string CommConfig::describe() const {
     parts.emplace_back(to_string(compression));
   }
   if (!nccl_rules.empty()) parts.push_back(fmt::format("{} NCCL rule(s)", nccl_rules.size()));
+  if (nccl_sockets) parts.push_back(fmt::format("NCCL sockets {}", to_string(nccl_sockets)));
   return join(parts);
 }
 
@@ -174,7 +222,7 @@ bool CommConfig::operator==(const CommConfig& o) const {
   return bucket_cap_mb == o.bucket_cap_mb && first_bucket_mb == o.first_bucket_mb &&
          gradient_as_bucket_view == o.gradient_as_bucket_view && algorithm == o.algorithm &&
          streams == o.streams && compression == o.compression && powersgd_rank == o.powersgd_rank &&
-         powersgd_start_step == o.powersgd_start_step && nccl_rules == o.nccl_rules;
+         powersgd_start_step == o.powersgd_start_step && nccl_rules == o.nccl_rules && nccl_sockets == o.nccl_sockets;
 }
 
 void to_json(json& j, const NcclRule& rule) {
@@ -196,6 +244,10 @@ void to_json(json& j, const CommConfig& config) {
        {"powersgd_rank", config.powersgd_rank},
        {"powersgd_start_step", config.powersgd_start_step},
        {"nccl_rules", config.nccl_rules}};
+  // Written only when set: a config without it reads as it always did (same text, same stored row).
+  if (config.nccl_sockets) {
+    j["nccl_sockets"] = {{"threads", config.nccl_sockets->threads}, {"per_thread", config.nccl_sockets->per_thread}};
+  }
 }
 
 namespace {
@@ -214,7 +266,8 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
   }
   // Version 1 -> 2 (migrated on read): version 1 had no PowerSGD fields; they keep their defaults.
   std::vector<std::string> known = {"version",   "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
-                                    "algorithm", "streams",       "compression",     "nccl_rules"};
+                                    "algorithm", "streams",       "compression",     "nccl_rules",
+                                    "nccl_sockets"};
   if (version >= 2) {
     known.insert(known.end(), {"powersgd_rank", "powersgd_start_step"});
   }
@@ -280,6 +333,22 @@ CommConfig read_config(const json& j, std::vector<std::string>* warnings) {
       config.nccl_rules.push_back(rule);
     }
   }
+  if (j.contains("nccl_sockets") && !j.at("nccl_sockets").is_null()) {
+    const auto& sockets = j.at("nccl_sockets");
+    if (!sockets.is_object()) {
+      ACS_THROW(InvalidArgument, "config field 'nccl_sockets' must be an object {{\"threads\": T, \"per_thread\": S}} "
+                "or null, got {}", sockets.type_name());
+    }
+    warn_unknown(sockets, {"threads", "per_thread"}, "nccl_sockets.", warnings);
+    NcclSockets value;
+    try {
+      value.threads = json_io::required<int>(sockets, "threads");
+      value.per_thread = json_io::required<int>(sockets, "per_thread");
+    } catch (const InvalidArgument& e) {
+      ACS_THROW(InvalidArgument, "nccl_sockets: {}", e.what());
+    }
+    config.nccl_sockets = value;
+  }
   config.validate();
   return config;
 }
@@ -315,6 +384,10 @@ std::vector<std::string> apply_env_pins(CommConfig& config) {
   if (auto rank = setting_int("ACSPEED_POWERSGD_RANK")) {
     config.powersgd_rank = static_cast<int>(*rank);
     pinned.emplace_back("powersgd_rank");
+  }
+  if (auto sockets = setting_string("ACSPEED_NCCL_SOCKETS")) {
+    config.nccl_sockets = parse_nccl_sockets("ACSPEED_NCCL_SOCKETS", *sockets);
+    pinned.emplace_back("nccl_sockets");
   }
   config.validate();
   return pinned;

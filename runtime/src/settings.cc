@@ -68,6 +68,10 @@ std::vector<SettingSpec> make_registry() {
        "Pins the rank of PowerSGD compression's factors (clamped per tensor to the matrix's smaller side): "
        "applied over the stored config and not searched",
        {}, 1, kMaxPowerSgdRank},
+      {"ACSPEED_NCCL_SOCKETS", T::kString, "",
+       "Pins NCCL's sockets over TCP, THREADSxSOCKETS per thread (e.g. 2x4, product at most 64) or 0 for "
+       "NCCL's choice: `import acspeed` sets NCCL_SOCKET_NTHREADS/NCCL_NSOCKS_PERTHREAD from it instead of the "
+       "store (a variable the user set stays), and the tuner does not search them"},
   };
 }
 

@@ -6,6 +6,9 @@
 #include <sqlite3.h>
 
 #include <cstdlib>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -301,6 +304,101 @@ TEST_F(Resolve, NodeCountFromTheEnvironmentAndABadNnodesIsAnError) {
   const auto r = resolve_config(request);
   EXPECT_EQ(r.source, ResolveSource::kError);
   EXPECT_NE(r.message.find("NNODES='two'"), std::string::npos) << r.message;
+}
+
+}  // namespace
+}  // namespace acspeed
+
+namespace acspeed {
+namespace {
+
+// The instance knobs `import acspeed` sets before any communicator (NCCL's sockets), looked up by
+// instance type and node count alone: the model is not known yet.
+class InstanceKnobsLookup : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"ACSPEED_DISABLE", "ACSPEED_CONFIG", "ACSPEED_NCCL_SOCKETS", "NNODES", "GROUP_WORLD_SIZE",
+                             "LOCAL_WORLD_SIZE"}) {
+      unsetenv(name);
+    }
+    request.instance_type = "cpu-2xTest";
+    request.nnodes = 1;
+    request.torch_version = "2.15.1";
+    request.store_path = dir.file("acspeed.db");
+  }
+  void TearDown() override { SetUp(); }
+  // An active decision of its own model (each model signature is a key of its own).
+  int64_t store(int model, std::optional<NcclSockets> sockets, int64_t nnodes = 1) {
+    Decision d = testing::sample_decision("amp");
+    d.key.model_signature = fmt::format("p2-{:016x}", model);
+    d.key.nnodes = nnodes;
+    d.config.nccl_sockets = sockets;
+    return Store::open({request.store_path, false})->add_decision(d, true);
+  }
+  testing::TempDir dir;
+  InstanceKnobsRequest request;
+};
+
+TEST_F(InstanceKnobsLookup, NoStoreOrNoDecisionSetsNothingAndSaysNothing) {
+  auto k = resolve_instance_knobs(request);
+  EXPECT_FALSE(k.nccl_sockets);
+  EXPECT_TRUE(k.environment.empty());
+  EXPECT_EQ(k.message, "");
+  store(1, std::nullopt);  // a decision that leaves NCCL's choice
+  k = resolve_instance_knobs(request);
+  EXPECT_FALSE(k.nccl_sockets);
+  EXPECT_TRUE(k.environment.empty());
+  EXPECT_EQ(k.message, "");
+}
+
+TEST_F(InstanceKnobsLookup, OneDecisionSetsItsSocketsForItsInstanceTypeAndNodeCountOnly) {
+  const int64_t id = store(1, NcclSockets{2, 4});
+  auto k = resolve_instance_knobs(request);
+  EXPECT_EQ(k.source, ResolveSource::kStored);
+  EXPECT_EQ(to_string(k.nccl_sockets), "2x4");
+  EXPECT_EQ(k.environment, (std::vector<std::pair<std::string, std::string>>{{"NCCL_SOCKET_NTHREADS", "2"},
+                                                                           {"NCCL_NSOCKS_PERTHREAD", "4"}}));
+  EXPECT_EQ(k.decision_ids, std::vector<int64_t>{id});
+  EXPECT_EQ(k.message, fmt::format("NCCL sockets 2x4 from decision #{} for cpu-2xTest with 1 node(s)", id));
+  request.nnodes = 2;  // another node count: not this decision's
+  EXPECT_TRUE(resolve_instance_knobs(request).environment.empty());
+  request.nnodes = 1;
+  request.instance_type = "other-box";
+  EXPECT_TRUE(resolve_instance_knobs(request).environment.empty());
+  request.instance_type = "cpu-2xTest";
+  request.torch_version = "2.11.0";  // tuned under another torch: not applied
+  EXPECT_TRUE(resolve_instance_knobs(request).environment.empty());
+  request.torch_version = "2.15.1";
+  setenv("ACSPEED_DISABLE", "1", 1);
+  EXPECT_TRUE(resolve_instance_knobs(request).environment.empty());
+  unsetenv("ACSPEED_DISABLE");
+  setenv("ACSPEED_NCCL_SOCKETS", "0", 1);  // pinned to NCCL's choice: the store is not read
+  k = resolve_instance_knobs(request);
+  EXPECT_EQ(k.source, ResolveSource::kPinned);
+  EXPECT_TRUE(k.environment.empty());
+  setenv("ACSPEED_NCCL_SOCKETS", "17x1", 1);  // a bad pin: an error naming it, nothing set, never a throw
+  k = resolve_instance_knobs(request);
+  EXPECT_EQ(k.source, ResolveSource::kError);
+  EXPECT_NE(k.message.find("ACSPEED_NCCL_SOCKETS '17x1' is out of range"), std::string::npos) << k.message;
+  EXPECT_TRUE(k.environment.empty());
+}
+
+TEST_F(InstanceKnobsLookup, DecisionsThatAgreeSetTheirValueAndTwoThatDisagreeSetNothingAndSayWhich) {
+  const int64_t first = store(1, NcclSockets{2, 4});
+  const int64_t second = store(2, NcclSockets{2, 4});
+  auto k = resolve_instance_knobs(request);
+  EXPECT_EQ(to_string(k.nccl_sockets), "2x4");
+  EXPECT_EQ(k.decision_ids.size(), 2u);
+  EXPECT_NE(k.message.find(fmt::format("from decisions #{}, #{}", first, second)), std::string::npos) << k.message;
+  const int64_t third = store(3, NcclSockets{4, 4});
+  k = resolve_instance_knobs(request);
+  EXPECT_EQ(k.source, ResolveSource::kDisagree);
+  EXPECT_FALSE(k.nccl_sockets);
+  EXPECT_TRUE(k.environment.empty());
+  EXPECT_NE(k.message.find(fmt::format("the decisions for cpu-2xTest with 1 node(s) disagree (2x4 #{}, #{}; 4x4 #{})",
+                                       first, second, third)),
+            std::string::npos)
+      << k.message;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Fuzz target: the command line's list options (tuner/src/search_space.cc's strict list parsers
-// behind --bucket-mb, --algorithms, --streams, --compression, --nccl-algorithms, --nccl-protocols, --nccl-chunk-bytes,
+// behind --bucket-mb, --algorithms, --streams, --compression, --nccl-algorithms, --nccl-protocols, --nccl-chunk-bytes, --nccl-sockets,
 // --nccl-channels). The input is given to every parser.
 // Properties: any text is either a list or an InvalidArgument; a list is non-empty, without
 // duplicates, and its items are within what the option accepts.
@@ -89,6 +89,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t c : chunks) {
       if (c != 0 && (c < kMinNcclChunkBytes || c > kMaxNcclChunkBytes)) {
         fuzz::broken("chunk sizes are 0 or within kMinNcclChunkBytes..kMaxNcclChunkBytes", text);
+      }
+    }
+  });
+  parse_or_refuse([&] {
+    const auto sockets = parse_nccl_sockets_list("--nccl-sockets", text);
+    std::vector<std::string> spelled;  // "0", "2x4": one spelling per value
+    for (const auto& v : sockets) spelled.push_back(to_string(v));
+    check_list("--nccl-sockets", spelled, text);
+    for (const auto& v : sockets) {
+      if (v && (v->threads < 1 || v->threads > kMaxNcclSocketThreads || v->per_thread < 1 ||
+                v->sockets() > kMaxNcclSockets)) {
+        fuzz::broken("NCCL sockets are 0 or within NCCL's limits (16 threads, 64 sockets)", text);
       }
     }
   });

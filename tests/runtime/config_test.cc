@@ -132,6 +132,43 @@ TEST(CommConfig, NcclChunkBytesIsOptionalWrittenOnlyWhenSetAndRangeChecked) {
             std::string::npos);
 }
 
+TEST(CommConfig, NcclSocketsAreOptionalWrittenOnlyWhenSetAndWithinNcclsLimits) {
+  // Absent or null: NCCL's choice, and the text every stored config already has.
+  const auto plain = config_from_json(R"({"version":2,"streams":2})");
+  EXPECT_FALSE(plain.nccl_sockets.has_value());
+  EXPECT_EQ(config_to_json(plain).find("nccl_sockets"), std::string::npos);
+  EXPECT_FALSE(config_from_json(R"({"version":1,"nccl_sockets":null})").nccl_sockets);
+
+  std::vector<std::string> warnings;
+  const auto set = config_from_json(R"({"version":2,"nccl_sockets":{"threads":2,"per_thread":8}})", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  ASSERT_TRUE(set.nccl_sockets.has_value());
+  EXPECT_EQ(set.nccl_sockets->sockets(), 16);
+  EXPECT_FALSE(set.is_default());  // a decision that sets only them is a decision
+  EXPECT_FALSE(set.needs_comm_hook());
+  EXPECT_EQ(set.describe(), "allreduce, NCCL sockets 2x8");
+  EXPECT_NE(config_to_json(set).find(R"("nccl_sockets":{"per_thread":8,"threads":2})"), std::string::npos)
+      << config_to_json(set);
+  EXPECT_EQ(config_from_json(config_to_json(set)), set);
+  EXPECT_FALSE(set == plain);
+  EXPECT_EQ(nccl_socket_variables(*set.nccl_sockets),
+            (std::vector<std::pair<std::string, std::string>>{{"NCCL_SOCKET_NTHREADS", "2"},
+                                                              {"NCCL_NSOCKS_PERTHREAD", "8"}}));
+
+  EXPECT_EQ(error_of(R"({"version":2,"nccl_sockets":{"threads":16,"per_thread":8}})"),
+            "nccl_sockets 16x8 is out of range (accepted: '0' for NCCL's choice, or THREADSxSOCKETS such as 2x4: "
+            "threads 1 to 16, sockets per thread 1 to 64, threads x sockets at most 64)");
+  EXPECT_NE(error_of(R"({"version":2,"nccl_sockets":{"threads":17,"per_thread":1}})").find("17x1 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"nccl_sockets":{"threads":0,"per_thread":4}})").find("0x4 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"nccl_sockets":"2x4"})").find("'nccl_sockets' must be an object"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"version":2,"nccl_sockets":{"threads":2}})").find("nccl_sockets: "), std::string::npos);
+  EXPECT_EQ(parse_nccl_sockets("ACSPEED_NCCL_SOCKETS", "0"), std::nullopt);
+  EXPECT_EQ(to_string(parse_nccl_sockets("ACSPEED_NCCL_SOCKETS", "4x16")), "4x16");
+}
+
 TEST(CommConfig, UnknownKeysWarnButParse) {
   std::vector<std::string> warnings;
   const auto config = config_from_json(R"({"version":1,"streams":2,"bucket_size":5})", &warnings);
@@ -170,6 +207,20 @@ TEST(CommConfig, EnvPinsOverrideAndAreValidatedStrictly) {
     EXPECT_NE(std::string(e.what()).find("ACSPEED_POWERSGD_RANK=0 is out of range"), std::string::npos) << e.what();
   }
   unsetenv("ACSPEED_POWERSGD_RANK");
+  setenv("ACSPEED_NCCL_SOCKETS", "2x4", 1);
+  EXPECT_EQ(apply_env_pins(config), (std::vector<std::string>{"nccl_sockets"}));
+  EXPECT_EQ(to_string(config.nccl_sockets), "2x4");
+  setenv("ACSPEED_NCCL_SOCKETS", "0", 1);
+  apply_env_pins(config);
+  EXPECT_FALSE(config.nccl_sockets.has_value());  // 0: NCCL's choice, pinned
+  setenv("ACSPEED_NCCL_SOCKETS", "64x1", 1);
+  try {
+    apply_env_pins(config);
+    FAIL() << "ACSPEED_NCCL_SOCKETS=64x1 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ACSPEED_NCCL_SOCKETS '64x1' is out of range"), std::string::npos) << e.what();
+  }
+  unsetenv("ACSPEED_NCCL_SOCKETS");
 }
 
 }  // namespace

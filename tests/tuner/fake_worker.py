@@ -29,7 +29,9 @@ FAKE_WORKER_GATE=ID:PATH: before answering trial ID (or crashing or hanging in i
 PATH.reached and waits until PATH exists (a test acts on the store, or as another node, while a trial
 is in flight, then lets it go on).
 FAKE_WORKER_HELLO: a JSON object of hello fields to report instead (model_signature, world_size...).
-FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "")."""
+FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "").
+FAKE_WORKER_ENV_LOG=PATH: each launch appends one line with what it got of ACSPEED_NCCL_SOCKETS,
+NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD ("-" where unset), space-separated."""
 import importlib.util
 import json
 import os
@@ -58,6 +60,10 @@ if once:
 if mode == "never_connect":
     time.sleep(3600)
 gate_id, _, gate_path = os.environ.get("FAKE_WORKER_GATE", "").partition(":")
+if os.environ.get("FAKE_WORKER_ENV_LOG"):
+    with open(os.environ["FAKE_WORKER_ENV_LOG"], "a") as env_log:
+        env_log.write(" ".join(os.environ.get(name, "-") for name in
+                               ("ACSPEED_NCCL_SOCKETS", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD")) + "\n")
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(control)
 reader = sock.makefile("r")

@@ -39,6 +39,22 @@ TEST(Flows, HierarchicalCountsItsInterNodeGroups) {
   EXPECT_EQ(flows(with(Algorithm::kHierarchical, 2), FlowSetup{5, 2, false}), 2);  // unequal nodes: leaders
 }
 
+TEST(Flows, NcclsSocketsMultiplyEachGroupsFlowsWhereNcclCarriesThem) {
+  CommConfig sockets = with(Algorithm::kAllreduce, 1);
+  sockets.nccl_sockets = NcclSockets{2, 4};
+  EXPECT_EQ(flows(sockets, kNccl2x4), 8);
+  sockets.streams = 2;
+  EXPECT_EQ(flows(sockets, kNccl2x4), 16);  // each stream's communicator opens its own sockets
+  sockets.algorithm = Algorithm::kHierarchical;
+  EXPECT_EQ(flows(sockets, kNccl2x4), 64);  // 2 streams x 4 local-rank groups x 8 sockets
+  sockets.nccl_sockets = NcclSockets{1, 1};
+  EXPECT_EQ(flows(sockets, kNccl2x4), flows(with(Algorithm::kHierarchical, 2), kNccl2x4));  // 1x1: as NCCL's choice
+  // gloo never reads NCCL's variables: the same flows with or without them.
+  sockets = with(Algorithm::kReduceScatter, 2);
+  sockets.nccl_sockets = NcclSockets{4, 4};
+  EXPECT_EQ(flows(sockets, kGloo2x1), flows(with(Algorithm::kReduceScatter, 2), kGloo2x1));
+}
+
 TEST(Flows, TheHookSharesGroupsPerRoleOnlyForNcclOnCuda) {
   EXPECT_TRUE(groups_per_role("nccl", "cuda"));
   EXPECT_TRUE(groups_per_role("cpu:gloo,cuda:nccl", "cuda"));

@@ -114,7 +114,7 @@ TEST(NodeLink, NodeZerosRequestToEndTheWorkersReachesEveryLinkedNodeOnce) {
   node1.report(1, 1, {rank});
   node2.report(1, 1, {rank});
   ASSERT_TRUE(poll_until(links, [&] { return links.reported_ranks().size() == 2; }));  // both linked
-  links.end_workers(7);
+  links.end_workers({7});
   for (NodeLink* node : {&node1, &node2}) {
     std::optional<EndWorkers> request;
     const auto deadline = Clock::now() + seconds(5);

@@ -150,7 +150,19 @@ TEST(Protocol, NodeLinkMessagesRoundTripAndBadOnesAreErrors) {
   // Node 0's request, the other way.
   EXPECT_EQ(encode_end_workers({7}), R"({"trial":7,"type":"end_workers","v":1})");
   EXPECT_EQ(decode_node_zero_message(encode_end_workers({7})).trial, 7);
+  EXPECT_FALSE(decode_node_zero_message(encode_end_workers({7})).relaunch);
+  // A relaunch with another instance knob's value (NCCL's sockets; "0": NCCL's choice).
+  EXPECT_EQ(encode_end_workers({8, true, NcclSockets{2, 4}}),
+            R"({"relaunch":{"nccl_sockets":"2x4"},"trial":8,"type":"end_workers","v":1})");
+  const EndWorkers relaunch = decode_node_zero_message(encode_end_workers({8, true, NcclSockets{2, 4}}));
+  EXPECT_TRUE(relaunch.relaunch);
+  EXPECT_EQ(to_string(relaunch.nccl_sockets), "2x4");
+  const EndWorkers to_nccl = decode_node_zero_message(encode_end_workers({9, true, std::nullopt}));
+  EXPECT_TRUE(to_nccl.relaunch);
+  EXPECT_FALSE(to_nccl.nccl_sockets);
   for (const char* bad : {R"({"v":1,"type":"end_workers"})", R"({"v":1,"type":"end_workers","trial":-1})",
+                          R"({"v":1,"type":"end_workers","trial":8,"relaunch":{"nccl_sockets":"32x4"}})",
+                          R"({"v":1,"type":"end_workers","trial":8,"relaunch":{}})",
                           R"({"v":1,"type":"end_workers","trial":"7"})", R"({"v":1,"type":"node","node_rank":1})",
                           R"({"v":2,"type":"end_workers","trial":7})", "end"}) {
     EXPECT_THROW(decode_node_zero_message(bad), Error) << bad;

@@ -22,6 +22,14 @@ using testing::ScopedEnv;
 
 const auto error_of = testing::invalid_argument_text;
 
+// A knob's place in a point.
+size_t knob_index(const std::string& name) {
+  const auto& names = SearchSpace::knob_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(it, names.end()) << name;
+  return static_cast<size_t>(it - names.begin());
+}
+
 TEST(SearchSpace, ParsesLists) {
   EXPECT_EQ(parse_bucket_list("--bucket-mb", "1,5,25,100"), (std::vector<double>{1, 5, 25, 100}));
   EXPECT_EQ(parse_bucket_list("--bucket-mb", " 2.5 "), (std::vector<double>{2.5}));
@@ -36,13 +44,13 @@ TEST(SearchSpace, ParsesLists) {
 }
 
 TEST(SearchSpace, NcclChunkBytesIsAGpuKnobNotSearchedByDefaultThatSetsTheSharedRule) {
-  const auto& row = knobs().back();
-  EXPECT_EQ(row.name, "nccl_chunk_bytes");
+  const size_t knob = knob_index("nccl_chunk_bytes");
+  const auto& row = knobs()[knob];
   EXPECT_EQ(row.option, "nccl-chunk-bytes");
   EXPECT_TRUE(row.needs_gpu);
   EXPECT_TRUE(row.pin_variable.empty());
   SearchSpace space;
-  EXPECT_EQ(space.dims().back(), 1u);
+  EXPECT_EQ(space.dims()[knob], 1u);
   EXPECT_EQ(space.describe(), "bucket 25 MiB x allreduce x streams 1 x compression none = 1 config");
   EXPECT_EQ(nlohmann::json(space)["nccl_chunk_bytes"], nlohmann::json::array({0}));
 
@@ -52,10 +60,10 @@ TEST(SearchSpace, NcclChunkBytesIsAGpuKnobNotSearchedByDefaultThatSetsTheSharedR
   EXPECT_NE(space.describe().find("x NCCL channels 0,8 x NCCL chunk 0,262144 B = 4 configs"), std::string::npos)
       << space.describe();
   const Point start = space.default_point();
-  EXPECT_EQ(start.back(), 0u);
+  EXPECT_EQ(start[knob], 0u);
   EXPECT_TRUE(space.config_at(start).is_default());  // 0: NCCL's chunk, no rule
   Point chunk_only = start;
-  chunk_only.back() = 1;
+  chunk_only[knob] = 1;
   const CommConfig chunked = space.config_at(chunk_only);
   ASSERT_EQ(chunked.nccl_rules.size(), 1u);
   EXPECT_EQ(chunked.nccl_rules[0].collective, "any");
@@ -186,6 +194,68 @@ TEST(SearchSpace, NcclKnobsBecomeOneRuleOnlyWhenTheyChangeSomething) {
   EXPECT_NE(space.describe().find("NCCL"), std::string::npos);
 }
 
+TEST(SearchSpace, NcclSocketsIsOneInstanceKnobOfThreadsTimesSocketsNotSearchedByDefault) {
+  const size_t knob = knob_index("nccl_sockets");
+  const auto& row = knobs()[knob];
+  EXPECT_EQ(row.option, "nccl-sockets");
+  EXPECT_EQ(row.pin_variable, "ACSPEED_NCCL_SOCKETS");
+  EXPECT_TRUE(row.needs_gpu);
+  EXPECT_TRUE(row.before_communicator);
+  EXPECT_FALSE(row.switchable);  // NCCL reads them once per process: never online
+  SearchSpace space;
+  EXPECT_EQ(space.dims()[knob], 1u);
+  EXPECT_EQ(space.describe(), "bucket 25 MiB x allreduce x streams 1 x compression none = 1 config");
+  EXPECT_EQ(nlohmann::json(space)["nccl_sockets"], nlohmann::json::array({"0"}));
+
+  space.nccl_sockets = parse_nccl_sockets_list("--nccl-sockets", "0,2x4,16x4");
+  ASSERT_EQ(space.size(), 3u);
+  EXPECT_NE(space.describe().find("x NCCL sockets 0,2x4,16x4 = 3 configs"), std::string::npos) << space.describe();
+  EXPECT_EQ(nlohmann::json(space)["nccl_sockets"], nlohmann::json::array({"0", "2x4", "16x4"}));
+  const Point start = space.default_point();
+  EXPECT_EQ(start[knob], 0u);
+  EXPECT_TRUE(space.config_at(start).is_default());  // 0: NCCL's choice, nothing set
+  Point two_by_four = start;
+  two_by_four[knob] = 1;
+  const CommConfig c = space.config_at(two_by_four);
+  ASSERT_TRUE(c.nccl_sockets.has_value());
+  EXPECT_EQ(c.nccl_sockets->threads, 2);
+  EXPECT_EQ(c.nccl_sockets->per_thread, 4);
+  EXPECT_TRUE(c.nccl_rules.empty());  // no plugin rule: NCCL reads these from its environment
+  EXPECT_FALSE(c.needs_comm_hook());
+  EXPECT_EQ(c.describe(), "allreduce, NCCL sockets 2x4");
+
+  // NCCL's limits (net_socket.cc: MAX_THREADS 16, MAX_SOCKETS 64) are refused by name, not lowered.
+  for (const char* bad : {"16x8", "17x1", "0x4", "2x0", "2x", "x4", "2*4", "auto", "2x4,2x04", "-1x2"}) {
+    EXPECT_FALSE(error_of([&] { parse_nccl_sockets_list("--nccl-sockets", bad); }).empty()) << bad;
+  }
+  EXPECT_EQ(error_of([] { parse_nccl_sockets_list("--nccl-sockets", "0,16x8"); }),
+            "--nccl-sockets '16x8' is out of range (accepted: '0' for NCCL's choice, or THREADSxSOCKETS such as 2x4: "
+            "threads 1 to 16, sockets per thread 1 to 64, threads x sockets at most 64)");
+}
+
+TEST(SearchSpace, NcclSocketsArePinnedThroughTheEnvironmentLikeTheOtherKnobs) {
+  {
+    ScopedEnv pin("ACSPEED_NCCL_SOCKETS", "4x2");
+    SearchSpace space;
+    space.nccl_sockets = parse_nccl_sockets_list("--nccl-sockets", "0,1x1,2x4");
+    apply_pins(space);
+    ASSERT_EQ(space.nccl_sockets.size(), 1u);
+    EXPECT_EQ(to_string(space.nccl_sockets[0]), "4x2");
+    EXPECT_EQ(space.pinned, (std::vector<std::string>{"nccl_sockets (ACSPEED_NCCL_SOCKETS)"}));
+  }
+  {
+    ScopedEnv pin("ACSPEED_NCCL_SOCKETS", "0");  // NCCL's choice, not searched
+    SearchSpace space;
+    space.nccl_sockets = parse_nccl_sockets_list("--nccl-sockets", "0,2x4");
+    apply_pins(space);
+    EXPECT_EQ(space.nccl_sockets, (std::vector<std::optional<NcclSockets>>{std::nullopt}));
+  }
+  ScopedEnv bad("ACSPEED_NCCL_SOCKETS", "8x16");
+  SearchSpace space;
+  EXPECT_NE(error_of([&] { apply_pins(space); }).find("ACSPEED_NCCL_SOCKETS '8x16' is out of range"),
+            std::string::npos);
+}
+
 TEST(SearchSpace, GradAsBucketViewIsAKnobThatADefaultSpaceDoesNotSearch) {
   SearchSpace space;  // the knob left at its default: the space and its configs are what they were
   const auto& names = SearchSpace::knob_names();
@@ -247,6 +317,7 @@ TEST(Knobs, PinningEveryKnobToAConfigGivesThatConfigBack) {
   rule.protocol = "ll";
   rule.channels = 4;
   config.nccl_rules = {rule};
+  config.nccl_sockets = NcclSockets{2, 4};
   SearchSpace space;
   space.bucket_mb = {5, 25};
   space.streams = {1, 2, 4};

@@ -258,6 +258,40 @@ TEST_F(SessionTest, GradAsBucketViewIsMeasuredOnlyWhenItsKnobIsSearched) {
   EXPECT_EQ(stored["size"], 4);
 }
 
+TEST_F(SessionTest, EachNcclSocketsValueRunsInWorkersLaunchedWithIt) {
+  // NCCL reads its socket variables once per process: a value is an environment of its own, so the
+  // session relaunches the workers when it changes, and trials of one value share the workers.
+  const std::string env_log = dir_ + "/launches.txt";
+  setenv("FAKE_WORKER_ENV_LOG", env_log.c_str(), 1);
+  options_.gpus = 1;  // a GPU session: every launch says which sockets it runs
+  options_.space.streams = {1, 2};
+  options_.space.nccl_sockets = {std::nullopt, NcclSockets{2, 4}};
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  unsetenv("FAKE_WORKER_ENV_LOG");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  ASSERT_EQ(recorder.results.size(), 4u);
+  size_t with_sockets = 0;
+  for (const auto& r : recorder.results) with_sockets += r.config.nccl_sockets == NcclSockets{2, 4};
+  EXPECT_EQ(with_sockets, 2u);
+  // The grid runs streams 1 then 2, each with NCCL's choice then 2x4 (the last knob varies fastest):
+  // a launch for each change of value, the trials between them in one launch.
+  std::ifstream in(env_log);
+  std::vector<std::string> launches;
+  for (std::string line; std::getline(in, line);) launches.push_back(line);
+  std::vector<std::string> expected = {"0 - -", "2x4 2 4", "0 - -", "2x4 2 4"};
+  ASSERT_GE(launches.size(), expected.size());
+  EXPECT_EQ(std::vector<std::string>(launches.begin(), launches.begin() + 4), expected);
+  // Nothing faster than DDP's defaults: no pairs, so no launch after the search's last.
+  EXPECT_EQ(launches.size(), expected.size());
+  // The stored trial holds the value it ran with.
+  size_t stored = 0;
+  for (const auto& t : store_->trials(result.session_id)) {
+    stored += config_from_json(t.config_json).nccl_sockets == NcclSockets{2, 4};
+  }
+  EXPECT_EQ(stored, 2u);
+}
+
 TEST_F(SessionTest, UnbuildableModelIsAUsageFailureAndStoresNoSession) {
   setenv("FAKE_WORKER_MODE", "fatal_usage", 1);
   Recorder recorder;

@@ -68,6 +68,7 @@ def test_dry_run_prints_the_plan_and_stores_nothing(tune, isolated_store):
     (["--strategy", "anneal"], "'anneal'"),
     (["--nccl-channels", "8"], "needs a GPU"),
     (["--nccl-chunk-bytes", "0,262144"], "needs a GPU"),
+    (["--nccl-sockets", "0,2x4"], "needs a GPU"),
     (["--compression", "none,powersgd", "--powersgd-ranks", "0"], "'0' is not a PowerSGD rank"),
     (["--compression", "none,powersgd", "--powersgd-ranks", "1.5"], "'1.5' is not a PowerSGD rank"),
     (["--powersgd-ranks", "4"], "needs powersgd in --compression"),

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -214,6 +215,53 @@ TEST_F(TrialRunnerTest, ATimedOutTrialEndsTheOtherNodesWorkersAndSaysWhereEveryN
                            "(tiny_models.py:80) (logs: " + dir_ + "/workers-1-rank*.log on node 0, "
                            "/tmp/n1/workers-1-rank*.log on node 1)");
   EXPECT_EQ(group.run(request(1), std::chrono::seconds(10)).status, TrialStatus::kOk);
+}
+
+TEST_F(TrialRunnerTest, ATrialWithOtherNcclSocketsRelaunchesTheWorkersOnEveryNodeWithThem) {
+  two_nodes();
+  launch_.pin_nccl_sockets = true;
+  const std::string env_log = dir_ + "/launches.txt";
+  setenv("FAKE_WORKER_ENV_LOG", env_log.c_str(), 1);
+  WorkerGroup group(launch_);
+  NodeLink node1("127.0.0.1", launch_.master_port + 1, 1, std::chrono::seconds(5));
+  std::vector<EndWorkers> asked;
+  std::atomic<bool> done{false};
+  std::thread other_node([&] {  // `asked` is read after the join
+    for (bool last = false; !last;) {
+      last = done;
+      node1.closed(std::chrono::milliseconds(50));
+      if (auto request = node1.take_end_request()) asked.push_back(*request);
+    }
+  });
+  EXPECT_EQ(group.run(request(0), std::chrono::seconds(10)).status, TrialStatus::kOk);
+  TrialRequest two_by_four = request(1);
+  two_by_four.config.nccl_sockets = NcclSockets{2, 4};
+  EXPECT_EQ(group.run(two_by_four, std::chrono::seconds(10)).status, TrialStatus::kOk);
+  two_by_four.id = 2;  // the same value again: the same workers
+  EXPECT_EQ(group.run(two_by_four, std::chrono::seconds(10)).status, TrialStatus::kOk);
+  done = true;
+  other_node.join();
+  unsetenv("FAKE_WORKER_ENV_LOG");
+  EXPECT_EQ(group.launches(), 2);
+  ASSERT_EQ(asked.size(), 1u) << "node 1 is told once, before node 0's workers end";
+  EXPECT_TRUE(asked[0].relaunch);
+  EXPECT_EQ(asked[0].trial, 1);
+  EXPECT_EQ(to_string(asked[0].nccl_sockets), "2x4");
+  std::ifstream in(env_log);
+  std::vector<std::string> launches;
+  for (std::string line; std::getline(in, line);) launches.push_back(line);
+  EXPECT_EQ(launches, (std::vector<std::string>{"0 - -", "2x4 2 4"}));
+}
+
+TEST(TrialRunner, AGpuSessionsWorkersAreToldWhichNcclSocketsTheyRun) {
+  WorkerLaunch l;
+  l.pin_nccl_sockets = true;  // NCCL's choice: no NCCL variable, and no stored decision's either
+  EXPECT_EQ(worker_environment(l), (process::Environment{{"NNODES", "1"}, {"ACSPEED_NCCL_SOCKETS", "0"}}));
+  l.nccl_sockets = NcclSockets{4, 2};
+  EXPECT_EQ(worker_environment(l), (process::Environment{{"NNODES", "1"},
+                                                         {"ACSPEED_NCCL_SOCKETS", "4x2"},
+                                                         {"NCCL_SOCKET_NTHREADS", "4"},
+                                                         {"NCCL_NSOCKS_PERTHREAD", "2"}}));
 }
 
 TEST_F(TrialRunnerTest, ANodeThatLeavesFailsTheTrialAtOnceAndEveryStartAfterIt) {

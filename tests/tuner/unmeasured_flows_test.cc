@@ -94,6 +94,26 @@ TEST(UnmeasuredFlows, ATwoStreamConfigIsMeasuredBeforeTheModelStrategyStops) {
   EXPECT_EQ(best->streams, 2);
 }
 
+TEST(UnmeasuredFlows, ANcclSocketsValueWithoutItsFlowCountFittedIsMeasuredNotForecast) {
+  // NCCL on CUDA (the hook's groups per role): 2x4 sockets make the one group eight flows.
+  const ModelSetup nccl{2, 2, true};
+  std::vector<ModelTrial> trials = calibration();
+  const StepModel model = calibrate(trials, nccl);
+  CommConfig sockets;
+  sockets.nccl_sockets = NcclSockets{2, 4};
+  EXPECT_TRUE(flow_count_unmeasured(model, sockets));
+  EXPECT_FALSE(predict(model, sockets).ok);
+  EXPECT_FALSE(flow_count_unmeasured(model, CommConfig{}));
+  // Once a trial of eight flows calibrated the link, the value is forecast from it.
+  CommConfig eight_streams;
+  eight_streams.streams = 8;
+  trials.push_back({TrialRole::kSearch, eight_streams, trial_of(eight_streams, true)});
+  const StepModel fitted = calibrate(trials, nccl);
+  EXPECT_FALSE(flow_count_unmeasured(fitted, sockets));
+  // On gloo NCCL's variables change nothing: one flow, forecast from the one-flow fit.
+  EXPECT_FALSE(flow_count_unmeasured(calibrate(calibration(), {2, 2, false}), sockets));
+}
+
 TEST(UnmeasuredFlows, AForecastOfEveryConfigFromOneFlowsBoundStopsBeforeAnyTwoStreamConfig) {
   // The premise of the test above: forecasting every config with the one-flow fit (what the model did
   // when it pooled every hooked trial into one link) puts the best measured step within 5% of the

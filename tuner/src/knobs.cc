@@ -23,6 +23,7 @@ std::string text_of(const std::string& v) { return v; }
 std::string text_of(Algorithm v) { return std::string(to_string(v)); }
 std::string text_of(Compression v) { return std::string(to_string(v)); }
 std::string text_of(bool v) { return v ? "true" : "false"; }
+std::string text_of(const std::optional<NcclSockets>& v) { return to_string(v); }
 
 nlohmann::json json_of(double v) { return v; }
 nlohmann::json json_of(int v) { return v; }
@@ -31,6 +32,7 @@ nlohmann::json json_of(const std::string& v) { return v; }
 nlohmann::json json_of(Algorithm v) { return to_string(v); }
 nlohmann::json json_of(Compression v) { return to_string(v); }
 nlohmann::json json_of(bool v) { return v; }
+nlohmann::json json_of(const std::optional<NcclSockets>& v) { return to_string(v); }
 
 template <typename T>
 std::string joined(const std::vector<T>& values) {
@@ -257,6 +259,24 @@ std::vector<Knob> make_knobs() {
        }}));
   k.back().needs_gpu = true;
   k.back().switchable = true;  // the plugin's live rules setter, as the other NCCL knobs
+  // One row for both of NCCL's variables: NCCL caps their product (64 sockets), which a grid of two
+  // rows would cross (16 threads x 8 sockets), and what they change, the TCP connections per NCCL
+  // connection, is their product (flows.h).
+  k.push_back(list_knob<std::optional<NcclSockets>>(
+      "nccl_sockets", "nccl-sockets", "ACSPEED_NCCL_SOCKETS",
+      [] {
+        return fmt::format("GPU, several nodes: NCCL's sockets over TCP to search, THREADSxSOCKETS per thread "
+                           "(e.g. 0,1x1,2x4; 0 = NCCL's choice; threads 1 to {}, threads x sockets at most {}); "
+                           "searched only where NCCL's net is Socket; each value runs in workers launched with "
+                           "NCCL_SOCKET_NTHREADS/NCCL_NSOCKS_PERTHREAD set (default: not searched)",
+                           kMaxNcclSocketThreads, kMaxNcclSockets);
+      },
+      {&SearchSpace::nccl_sockets, std::optional<NcclSockets>{}, "NCCL sockets {}",
+       when_searched(&SearchSpace::nccl_sockets, std::optional<NcclSockets>{}), parse_nccl_sockets_list,
+       [](const std::optional<NcclSockets>& sockets, CommConfig& c) { c.nccl_sockets = sockets; },
+       [](const CommConfig& c) { return c.nccl_sockets; }}));
+  k.back().needs_gpu = true;
+  k.back().before_communicator = true;  // NCCL reads them once per process: never switched in a live job
   return k;
 }
 

@@ -235,8 +235,8 @@ void NodeLinks::forget_reports() {
   for (auto& [node, linked] : linked_) linked.report.reset();
 }
 
-void NodeLinks::end_workers(int64_t trial) {
-  const std::string line = encode_end_workers({trial});
+void NodeLinks::end_workers(const EndWorkers& end) {
+  const std::string line = encode_end_workers(end);
   // A link that fails here has closed: the next poll() sees it.
   for (const auto& peer : peers_) {
     if (peer.node) send_line(peer.fd, line);

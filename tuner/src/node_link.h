@@ -44,8 +44,9 @@ class NodeLinks {
   void poll(std::chrono::milliseconds wait);
   // A trial begins: what the nodes reported so far is about earlier launches.
   void forget_reports();
-  // Trial `trial` timed out: asks every linked node to end its workers and report what they left.
-  void end_workers(int64_t trial);
+  // Trial `end.trial` timed out: asks every linked node to end its workers and report what they left;
+  // with end.relaunch, to end them and launch them again with its values.
+  void end_workers(const EndWorkers& end);
   // Waits (polling) until every linked node reported since forget_reports(), a link closed, or the deadline.
   void await_reports(std::chrono::steady_clock::time_point deadline);
   // The ranks the reports since forget_reports() carry, each with its node and caught_at_s on this

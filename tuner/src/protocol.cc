@@ -250,6 +250,10 @@ EndWorkers end_workers_of(const json& j) {
   EndWorkers end;
   end.trial = json_io::required<int64_t>(j, "trial");
   if (end.trial < 0) ACS_THROW(InvalidArgument, "trial {} is negative", end.trial);
+  if (j.contains("relaunch")) {
+    end.relaunch = true;
+    end.nccl_sockets = parse_nccl_sockets("relaunch.nccl_sockets", json_io::required<std::string>(j.at("relaunch"), "nccl_sockets"));
+  }
   return end;
 }
 
@@ -276,7 +280,11 @@ std::string encode_node_report(const NodeReport& report) {
                                    {"ranks", ranks}});
 }
 
-std::string encode_end_workers(const EndWorkers& end) { return message("end_workers", {{"trial", end.trial}}); }
+std::string encode_end_workers(const EndWorkers& end) {
+  json body = {{"trial", end.trial}};
+  if (end.relaunch) body["relaunch"] = {{"nccl_sockets", to_string(end.nccl_sockets)}};
+  return message("end_workers", body);
+}
 
 EndWorkers decode_node_zero_message(const std::string& line) {
   const json j = parse_message(line);

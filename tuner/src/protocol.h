@@ -39,6 +39,10 @@
 //   tuner -> node    {"v":1,"type":"end_workers","trial":7}   (trial 7 ran past its timeout: the
 //                    node ends its workers, which may hang where node 0 cannot reach them, and
 //                    reports what they left, as when they end by themselves)
+//                    {"v":1,"type":"end_workers","trial":8,"relaunch":{"nccl_sockets":"2x4"}}
+//                    (trial 8 runs with another value of an instance knob, knobs.h's
+//                    before_communicator: the node ends its workers and relaunches them with it,
+//                    "0" = NCCL's choice; nothing is reported)
 #pragma once
 
 #include <cstdint>
@@ -169,9 +173,12 @@ std::string encode_node_report(const NodeReport& report);
 // Throws Error naming what is wrong, as decode_worker_message.
 NodeMessage decode_node_message(const std::string& line);
 
-// Node 0's request to the other nodes: end the workers (a trial timed out) and report what they left.
+// Node 0's request to the other nodes: end the workers (a trial timed out) and report what they left;
+// or, with `relaunch`, end them and launch them again with `nccl_sockets` (the next trial's).
 struct EndWorkers {
-  int64_t trial = 0;  // the trial that timed out
+  int64_t trial = 0;  // the trial that timed out, or the one the relaunch is for
+  bool relaunch = false;
+  std::optional<NcclSockets> nccl_sockets;  // with relaunch: the new launch's (nullopt: NCCL's choice)
 };
 std::string encode_end_workers(const EndWorkers& end);
 // Throws Error naming what is wrong, as decode_worker_message.

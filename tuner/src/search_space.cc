@@ -199,6 +199,11 @@ std::vector<int> parse_channels_list(std::string_view option, std::string_view t
   });
 }
 
+std::vector<std::optional<NcclSockets>> parse_nccl_sockets_list(std::string_view option, std::string_view text) {
+  return parse_items<std::optional<NcclSockets>>(option, text,
+                                                 [&](const std::string& item) { return parse_nccl_sockets(option, item); });
+}
+
 std::vector<int64_t> parse_chunk_bytes_list(std::string_view option, std::string_view text) {
   return parse_items<int64_t>(option, text, [&](const std::string& item) {
     try {

@@ -99,6 +99,12 @@ int kill_launcher(pid_t pid) {
 process::Environment worker_environment(const WorkerLaunch& l) {
   process::Environment env = {{"NNODES", std::to_string(l.nnodes)}};
   if (l.share_gpus) env.emplace_back("ACSPEED_SHARE_GPUS", "1");
+  if (l.pin_nccl_sockets) {
+    env.emplace_back("ACSPEED_NCCL_SOCKETS", to_string(l.nccl_sockets));
+    if (l.nccl_sockets) {
+      for (auto& variable : nccl_socket_variables(*l.nccl_sockets)) env.push_back(std::move(variable));
+    }
+  }
   if (!l.python_path.empty()) {
     const char* old = getenv("PYTHONPATH");
     env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? l.python_path + ":" + old : l.python_path);
@@ -287,6 +293,7 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
     if (status != TrialStatus::kOk) kill_workers();
     return outcome;
   };
+  if (request.config.nccl_sockets != launch_.nccl_sockets) switch_nccl_sockets(request);
   try {
     start();
   } catch (const process::Interrupted&) {
@@ -314,7 +321,7 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
     // The workers hang. The other nodes' may hang where node 0 cannot reach them (a rank that never
     // enters a collective does not notice its peers going): their acspeed-tune ends them and
     // reports what they left, their stack dumps among it.
-    if (links_) links_->end_workers(request.id);
+    if (links_) links_->end_workers({request.id});
     kill_workers();
     if (links_ && !node_lost()) links_->await_reports(Clock::now() + kEvidenceWait);
     const auto ranks = evidence();
@@ -345,6 +352,16 @@ TrialOutcome WorkerGroup::run(const TrialRequest& request, std::chrono::seconds 
     return finish(TrialStatus::kFailed, why.value_or(reply->error));
   }
   return finish(TrialStatus::kOk, "");
+}
+
+void WorkerGroup::switch_nccl_sockets(const TrialRequest& request) {
+  ACS_INFO("trial {} runs with NCCL sockets {}: relaunching the workers (they were launched with {})", request.id,
+           to_string(request.config.nccl_sockets), to_string(launch_.nccl_sockets));
+  launch_.nccl_sockets = request.config.nccl_sockets;
+  // The other nodes first: their workers must not see node 0's end as a failure to recover from
+  // with the old value.
+  if (links_) links_->end_workers({request.id, true, launch_.nccl_sockets});
+  kill_workers();
 }
 
 void WorkerGroup::kill_workers() {
@@ -417,13 +434,14 @@ int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
                       const std::function<void(const std::string&)>& note) {
   if (launch.master_port == 0) ACS_THROW(InvalidArgument, "nodes other than 0 need --master-port");
   NodeLink link(launch.master_addr, node_link_port(launch.master_port), launch.node_rank, give_up);
+  WorkerLaunch current = launch;  // its NCCL sockets follow node 0's relaunch requests
   auto last_success = Clock::now();
   int failed = 0;
   for (int attempt = 1;; ++attempt) {
     const std::string log_prefix = fmt::format("{}/workers-{}", launch.work_dir, attempt);
     const std::string log_path = log_prefix + ".log";
     const auto started = Clock::now();
-    const pid_t pid = start_workers(launch, launch.master_port, "", log_path, log_prefix);
+    const pid_t pid = start_workers(current, launch.master_port, "", log_path, log_prefix);
     std::optional<int> code;
     std::optional<Clock::time_point> node0_gone;  // when node 0 closed the link
     std::optional<EndWorkers> ended_for;          // node 0's request that ended them
@@ -452,17 +470,24 @@ int supervise_workers(const WorkerLaunch& launch, std::chrono::seconds give_up,
       return failed;
     }
     ++failed;
-    link.report(attempt, *code, gather_rank_evidence(log_prefix, log_path, *code));
+    // A request that came as they ended by themselves was about them, not about the next launch; a
+    // relaunch with other NCCL sockets is about the next launch.
+    if (const auto late = link.take_end_request(); late && late->relaunch) ended_for = late;
+    const bool relaunch = ended_for && ended_for->relaunch;
+    if (!relaunch) link.report(attempt, *code, gather_rank_evidence(log_prefix, log_path, *code));
     if (node0_gone || link.closed(std::chrono::milliseconds(0))) {
       ACS_THROW(Error, "node {}: node 0's acspeed-tune closed the node link ({}): its session is over, so the "
                 "workers, which ended with {}, are not relaunched (log: {})", launch.node_rank, link.endpoint(),
                 process::describe_exit_code(*code), log_path);
     }
-    // A request that came as they ended by themselves was about them, not about the next launch.
-    link.take_end_request();
     // A run that lasted long enough had joined node 0's workers; a quick failure had not.
     if (Clock::now() - started > std::chrono::seconds(30)) last_success = Clock::now();
-    if (ended_for) {
+    if (relaunch) {
+      current.nccl_sockets = ended_for->nccl_sockets;
+      note(fmt::format("node {}: node 0's trial {} runs with NCCL sockets {}: relaunching this node's workers with them",
+                       launch.node_rank, ended_for->trial, to_string(current.nccl_sockets)));
+      last_success = Clock::now();
+    } else if (ended_for) {
       note(fmt::format("node {}: node 0's trial {} timed out: ended this node's workers too (logs: {}-rank*.log); "
                        "relaunching to rejoin node 0", launch.node_rank, ended_for->trial, log_prefix));
     } else {

@@ -47,12 +47,19 @@ struct WorkerLaunch {
   std::string work_dir;  // socket and worker logs (must exist)
   std::chrono::seconds start_timeout{600};  // from launch to rank 0's hello (model build, rendezvous)
   int stack_dump_s = 0;  // > 0: a trial running this long dumps every rank's stack into its log
+  // NCCL's sockets the workers run with (an instance knob, knobs.h's before_communicator: NCCL reads
+  // them once per process, so a trial with another value runs in workers launched again with it;
+  // nullopt: NCCL's choice). With pin_nccl_sockets (GPU sessions) every launch says which it runs
+  // (ACSPEED_NCCL_SOCKETS), so that `import acspeed` in a worker never applies a stored decision's.
+  std::optional<NcclSockets> nccl_sockets;
+  bool pin_nccl_sockets = false;
 };
 
 // What the workers' environment gets over the tuner's: the acspeed package in front of PYTHONPATH,
 // NNODES = the launch's node count, so the node count the worker records and looks decisions up
-// with is the launch's, not a stale NNODES the tuner itself inherited, and ACSPEED_SHARE_GPUS=1 when
-// the ranks share GPUs.
+// with is the launch's, not a stale NNODES the tuner itself inherited, ACSPEED_SHARE_GPUS=1 when
+// the ranks share GPUs, and with pin_nccl_sockets ACSPEED_NCCL_SOCKETS and, for a value other than
+// NCCL's choice, NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD.
 process::Environment worker_environment(const WorkerLaunch& launch);
 
 struct TrialOutcome {
@@ -85,7 +92,9 @@ class WorkerGroup {
   // the --model names nothing buildable, Error with the workers' own error for other failures to
   // start (rendezvous timeout, out of memory...) and at once, naming it, when a node left the session.
   const WorkerHello& start();
-  // Runs one trial (starting workers first when needed). Never throws for a trial's own failure.
+  // Runs one trial (starting workers first when needed; a config whose NCCL sockets differ from the
+  // running workers' ends them, on every node, and launches them again with its value). Never throws
+  // for a trial's own failure.
   // A failed trial's error names the rank that failed first, on whichever node, its exit status or
   // signal and the last lines of its log (rank_failure.h), not the error its peers saw when it went;
   // a timed-out trial's says where each rank's stack was, on every node (the other nodes are asked
@@ -99,6 +108,8 @@ class WorkerGroup {
  private:
   void launch();
   void kill_workers();
+  // The next trial runs with other NCCL sockets: every node's workers end, to start again with them.
+  void switch_nccl_sockets(const TrialRequest& request);
   std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline, bool* eof);
   // Every rank's evidence: this node's, and what the other nodes reported since the trial began.
   std::vector<RankEvidence> evidence() const;

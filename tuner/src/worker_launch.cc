@@ -54,6 +54,7 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   l.node_rank = o.node_rank;
   l.nproc_per_node = o.nproc_per_node;
   l.share_gpus = o.gpus_shared;
+  l.pin_nccl_sockets = o.gpus > 0;
   l.master_addr = o.master_addr;
   l.master_port = o.master_port;
   l.work_dir = work_dir;

@@ -40,6 +40,8 @@ enum class ResolveSource {
   kVersionMismatch,
   kNoStore,
   kError,
+  kPinned,    // resolve_instance_knobs: an ACSPEED_* pin
+  kDisagree,  // resolve_instance_knobs: the decisions disagree
 };
 std::string_view to_string(ResolveSource source);
 
@@ -57,5 +59,38 @@ struct Resolution {
 };
 
 Resolution resolve_config(const ResolveRequest& request);
+
+// The knobs of the instance (tuner/include/acspeed/tuner/knobs.h's before_communicator ones: NCCL's
+// sockets over TCP) that `import acspeed` sets at import time, before any communicator exists and
+// before the model is known. Order:
+//   ACSPEED_DISABLE=1      -> nothing
+//   ACSPEED_NCCL_SOCKETS   -> that pin ("0": NCCL's choice)
+//   ACSPEED_CONFIG=FILE    -> the file's config; a decisions document: its decisions for this node count
+//   store                  -> the active decisions for (instance type, node count, GPU sharing), any
+//                             model, precision and world size, that apply here (versions, valid config)
+// Decisions that disagree (one says 2x4, another 4x4 or NCCL's choice) set nothing, and the message
+// names them. The store is read first, and the instance fingerprinted only when an active decision for
+// this node count sets such a knob (none does: nothing costs more than reading the store).
+// Never throws: a problem is source kError with the reason, and nothing set.
+struct InstanceKnobsRequest {
+  std::string instance_type;  // empty: fingerprint() when needed (ACSPEED_INSTANCE_TYPE or the hardware)
+  int64_t world_size = 1;     // for nnodes 0
+  int64_t nnodes = 0;         // 0: node_count(world_size) from this job's environment
+  bool gpus_shared = false;
+  std::string torch_version;  // of the job, as ResolveRequest
+  std::string nccl_version;
+  std::string store_path;     // empty = default_store_path()
+};
+
+struct InstanceKnobs {
+  ResolveSource source = ResolveSource::kNoEntry;
+  std::optional<NcclSockets> nccl_sockets;  // nullopt: NCCL's choice
+  // The variables to set (nccl_socket_variables), in order; empty: set nothing.
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::string message;  // the line rank 0 logs; "" when there is nothing to say (no such decision)
+  std::vector<int64_t> decision_ids;  // the decisions it came from (or that disagree)
+};
+
+InstanceKnobs resolve_instance_knobs(const InstanceKnobsRequest& request);
 
 }  // namespace acspeed

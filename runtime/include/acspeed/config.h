@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -30,6 +31,11 @@ inline constexpr int kMaxNcclChannels = 64;          // an NCCL rule's channels 
 // that NCCL's alignment never rounds it down to 0; NCCL clamps anything above its buffer.
 inline constexpr int64_t kMinNcclChunkBytes = 4096;
 inline constexpr int64_t kMaxNcclChunkBytes = int64_t{1} << 30;
+// NCCL's socket transport (src/transport/net_socket.cc, MAX_THREADS and MAX_SOCKETS, the same from
+// 2.28 to 2.30): at most 16 helper threads per connection and 64 sockets in all; above either NCCL
+// lowers the value itself with a warning, so a config never holds such a value.
+inline constexpr int kMaxNcclSocketThreads = 16;
+inline constexpr int kMaxNcclSockets = 64;
 
 // How gradient buckets are reduced.
 enum class Algorithm {
@@ -65,6 +71,29 @@ struct NcclRule {
   bool operator==(const NcclRule& other) const;
 };
 
+// How many TCP connections NCCL's socket transport opens per network connection (one per channel
+// and peer) when its net is Socket (no InfiniBand/RDMA device, no net plugin): `threads` helper
+// threads (NCCL_SOCKET_NTHREADS) x `per_thread` sockets each (NCCL_NSOCKS_PERTHREAD). NCCL reads
+// both once per process, so they are set before any communicator exists (`import acspeed`, the
+// tuner's worker launch), never switched inside a job. "TxS" as text: "2x4".
+struct NcclSockets {
+  int threads = 1;     // 1..kMaxNcclSocketThreads
+  int per_thread = 1;  // 1..kMaxNcclSockets, threads x per_thread <= kMaxNcclSockets
+
+  int sockets() const { return threads * per_thread; }
+  // Throws InvalidArgument naming the value and what is accepted.
+  void validate() const;
+  bool operator==(const NcclSockets& other) const;
+  bool operator!=(const NcclSockets& other) const { return !(*this == other); }
+};
+// "2x4"; NCCL's choice (nullopt) is "0".
+std::string to_string(const std::optional<NcclSockets>& value);
+// "TxS" (e.g. "2x4"), validated, or "0" for NCCL's choice (nullopt); InvalidArgument names `what`
+// ("--nccl-sockets", a variable), the text and what is accepted.
+std::optional<NcclSockets> parse_nccl_sockets(std::string_view what, std::string_view text);
+// The variables NCCL reads them from: NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD (in that order).
+std::vector<std::pair<std::string, std::string>> nccl_socket_variables(const NcclSockets& value);
+
 const std::vector<std::string>& nccl_collective_names();
 const std::vector<std::string>& nccl_algorithm_names();
 const std::vector<std::string>& nccl_protocol_names();
@@ -84,6 +113,10 @@ struct CommConfig {
   int powersgd_start_step = kDefaultPowerSgdStartStep;  // >= 0
   // NCCL tuner plugin rules (GPU only).
   std::vector<NcclRule> nccl_rules;
+  // NCCL's sockets over TCP (GPU only, several nodes): nullopt leaves NCCL's choice. An instance
+  // knob: `import acspeed` sets it before any communicator, from the decisions of this instance
+  // type and node count (resolve.h's resolve_instance_knobs); the DDP patch ignores it.
+  std::optional<NcclSockets> nccl_sockets;
 
   // True when applying this config needs a DDP comm hook; false for DDP's built-in allreduce.
   bool needs_comm_hook() const;
@@ -110,7 +143,8 @@ std::string config_to_json(const CommConfig& config, int indent = -1);
 // Parses and validates; unknown keys are reported in `warnings` (if given) and ignored.
 CommConfig config_from_json(std::string_view text, std::vector<std::string>* warnings = nullptr);
 
-// Applies the pins from ACSPEED_BUCKET_MB / _ALGORITHM / _STREAMS / _COMPRESSION / _POWERSGD_RANK, returning the
+// Applies the pins from ACSPEED_BUCKET_MB / _ALGORITHM / _STREAMS / _COMPRESSION / _POWERSGD_RANK /
+// _NCCL_SOCKETS ("0": NCCL's choice), returning the
 // names of the fields pinned (bad values throw InvalidArgument).
 std::vector<std::string> apply_env_pins(CommConfig& config);
 

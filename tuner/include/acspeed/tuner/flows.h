@@ -14,11 +14,19 @@
 // runs on one group per local rank when the nodes have equal rank counts (each carries its shard at
 // the same time), else among the nodes' leaders (one group).
 //   flows = streams x (groups per role ? 1 : crossing phases) x (hierarchical on equal nodes ? ranks per node : 1)
+//           x (NCCL with nccl_sockets set ? threads x sockets per thread : 1)
 // PowerSGD's factor all-reduces (powersgd.py's extra slots) are not counted: its trials never
 // calibrate the link (their communication spans hold its own compute), so a count of its own would
 // leave every PowerSGD config without a forecast; its factors are a small share of the bytes.
-// What NCCL opens per communicator over sockets (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD) is
-// not counted yet (issue 38 item 3).
+// Where NCCL carries the collectives (groups_per_role: CUDA tensors on an NCCL backend) over its
+// Socket net, each of its network connections spreads a message over NCCL_SOCKET_NTHREADS x
+// NCCL_NSOCKS_PERTHREAD TCP sockets (NCCL 2.28.9/2.30.7 src/transport/net_socket.cc: a request is cut
+// in up to that many tasks of at least NCCL_SOCKET_MIN_TASKSIZE, 64 KiB, one per socket), so a config
+// with nccl_sockets set has that many times the flows. NCCL's own choice (unset) counts as 1: outside
+// AWS and GCP NCCL opens no helper threads and sends on its one control connection; where its choice
+// is more (AWS: 2x8, GCP: 4x1) the link fitted on NCCL's choice is that many flows' rate, and a set
+// value counted otherwise is measured, not forecast. NCCL's channels (one connection each) are not
+// counted: NCCL chooses them alike for every config that does not set them.
 #pragma once
 
 #include <string_view>

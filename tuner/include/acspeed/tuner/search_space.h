@@ -1,12 +1,12 @@
 // The tuner's search space: one list of values per knob (bucket size, algorithm, streams,
 // compression, on GPUs NCCL algorithm/protocol/channels, PowerSGD rank, gradient as bucket view, on
-// GPUs NCCL chunk size).
+// GPUs NCCL chunk size, on GPUs NCCL's sockets over TCP).
 // A point is one index per knob; the strategies only see the knobs' sizes. What each knob is
 // (its name, option, pin, default and how it sets a config) is its row in knobs.h: the functions
 // below go through that table, so a new knob is its list here plus its row there.
 //
 // A knob pinned by an environment variable (ACSPEED_BUCKET_MB/_ALGORITHM/_STREAMS/_COMPRESSION/
-// _POWERSGD_RANK) holds only the pinned value and is not searched (Horovod's rule).
+// _POWERSGD_RANK/_NCCL_SOCKETS) holds only the pinned value and is not searched (Horovod's rule).
 //
 // The PowerSGD rank is one knob like the others; it only matters where the compression is powersgd:
 // elsewhere config_at gives the same config for every rank value, and the session measures a config
@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,10 @@ struct SearchSpace {
   std::vector<int64_t> nccl_chunk_bytes = {0};
   // DDP's gradient_as_bucket_view; false (DDP's default) leaves it unset. Not searched by default.
   std::vector<bool> grad_as_bucket_view = {false};
+  // NCCL's sockets over TCP (nullopt: NCCL's choice), an instance knob: each value runs in workers
+  // launched with it (trial_runner.h). Not searched by default; searched only where NCCL's net is
+  // Socket on several nodes (nccl_net.h).
+  std::vector<std::optional<NcclSockets>> nccl_sockets = {std::nullopt};
   std::vector<std::string> pinned;  // knobs pinned by the environment, with the variable: "streams (ACSPEED_STREAMS)"
 
   static const std::vector<std::string>& knob_names();  // knobs() order: bucket_mb, algorithm, ..., powersgd_rank, ...
@@ -74,6 +79,8 @@ std::vector<std::string> parse_nccl_choice_list(std::string_view option, std::st
 std::vector<int> parse_channels_list(std::string_view option, std::string_view text);
 // NCCL chunk sizes: 0 (NCCL's choice) or kMinNcclChunkBytes to kMaxNcclChunkBytes bytes.
 std::vector<int64_t> parse_chunk_bytes_list(std::string_view option, std::string_view text);
+// NCCL sockets: 0 (NCCL's choice) or THREADSxSOCKETS (config.h's parse_nccl_sockets).
+std::vector<std::optional<NcclSockets>> parse_nccl_sockets_list(std::string_view option, std::string_view text);
 // PowerSGD ranks: integers 1 to kMaxPowerSgdRank (the hook clamps each to a matrix's smaller side).
 std::vector<int> parse_powersgd_rank_list(std::string_view option, std::string_view text);
 // Booleans (settings.h's parse_bool spellings: false,true).
