@@ -198,7 +198,8 @@ def test_dry_run_prints_each_checks_budget_in_priority_order(repo_root, tmp_path
 
 def test_worker_limits_end_before_the_checks_cap(repo_root):
     def limit(budget: int, want: int, least: int) -> subprocess.CompletedProcess:
-        script = f'python=true repo=.; source {repo_root}/tests/gpu/lib.sh; worker_limit {want} {least} "stage 2"'
+        # SECONDS=0: the check's clock starts where the stage asks (bash's own start-up under load took a second once)
+        script = f'python=true repo=.; source {repo_root}/tests/gpu/lib.sh; SECONDS=0; worker_limit {want} {least} "stage 2"'
         return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
                               env=dict(os.environ, ACSPEED_GPU_CHECK_BUDGET=str(budget)))
     assert limit(60, 120, 10).stdout.strip() == "50"  # cut: its 5 s kill grace ends 5 s before the cap
