@@ -8,7 +8,8 @@ tests/testbed/test_testbed.py); test-only, set through the environment:
                  fires the first one not fired yet (a marker file per fault in TINY_FAULT_DIR): with N
                  faults, the first N launches fail one trial each and later ones run clean
   TINY_FAULT_RANK=R   the rank that misbehaves (default 1)
-  TINY_FAULT_AT=N     at its N-th forward call in the worker process (default 1: the launch's first step)
+  TINY_FAULT_AT=N     at its N-th forward call in the worker process (default 2: the launch's first step;
+                      the first forward is the worker's model check at start-up, python/acspeed/_worker/check.py)
   TINY_FAULT_DIR=PATH the marker files
 The faults: exit (os._exit(3)), signal (SIGKILL to itself), raise (RuntimeError), oom (an
 address-space limit, RLIMIT_AS, set in that rank only just above what it maps, then a 1 GiB tensor),
@@ -49,7 +50,7 @@ class _FaultyMlp(_Mlp):
     def forward(self, x):
         self.calls += 1
         if (os.environ.get("RANK") == os.environ.get("TINY_FAULT_RANK", "1")
-                and self.calls == int(os.environ.get("TINY_FAULT_AT", "1"))):
+                and self.calls == int(os.environ.get("TINY_FAULT_AT", "2"))):
             _fire_next_fault(self.group)
         return super().forward(x)
 
