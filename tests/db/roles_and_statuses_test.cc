@@ -15,6 +15,7 @@
 
 namespace acspeed {
 namespace {
+using testing::stored_text;
 using testing::TempDir;
 
 template <class Value, size_t N, class Parse>
@@ -64,17 +65,6 @@ SessionRecord sample_session() {
   session.world_size = 2;
   session.strategy = "grid";
   return session;
-}
-
-std::string stored_text(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
-  std::string text = sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return text;
 }
 
 TEST(RolesAndStatuses, TheStoreKeepsEveryRoleAndStatusAsSpelled) {

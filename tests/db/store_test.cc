@@ -16,6 +16,7 @@
 namespace acspeed {
 namespace {
 using testing::sample_decision;
+using testing::stored_text;
 using testing::TempDir;
 
 std::unique_ptr<Store> open_rw(const std::string& path) { return Store::open({path, false}); }
@@ -60,17 +61,6 @@ TEST(ConfigStore, MigratesAnEmptyVersionZeroDatabase) {
   EXPECT_TRUE(store->decisions().empty());
 }
 
-std::string column_text(const std::string& path, const char* sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr);
-  std::string text = sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return text;
-}
-
 TEST(ConfigStore, SchemaOneStoreHasItsConfigsMigratedToConfigVersionTwo) {
   TempDir dir;
   const auto path = dir.file("v1.db");
@@ -89,12 +79,12 @@ PRAGMA user_version = 1;)sql";
     auto store = open_rw(path);
     EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
   }
-  const auto migrated = nlohmann::json::parse(column_text(path, "SELECT config_json FROM decisions WHERE model_signature='p1'"));
+  const auto migrated = nlohmann::json::parse(stored_text(path, "SELECT config_json FROM decisions WHERE model_signature='p1'"));
   EXPECT_EQ(migrated["version"], 2);
   EXPECT_EQ(migrated["streams"], 2);
   EXPECT_EQ(migrated["powersgd_rank"], kDefaultPowerSgdRank);
   EXPECT_EQ(migrated["powersgd_start_step"], kDefaultPowerSgdStartStep);
-  EXPECT_EQ(column_text(path, "SELECT config_json FROM decisions WHERE model_signature='p2'"), "garbage");
+  EXPECT_EQ(stored_text(path, "SELECT config_json FROM decisions WHERE model_signature='p2'"), "garbage");
 }
 
 TEST(ConfigStore, SchemaThreeStoreKeepsItsDecisionsAsTunedWithAGpuPerRank) {
@@ -168,7 +158,7 @@ PRAGMA user_version = 4;)sql";
   auto store = open_rw(path);
   EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
   EXPECT_EQ(store->session(1)->kind, SessionKind::kOffline);
-  EXPECT_EQ(column_text(path, "SELECT kind FROM sessions WHERE id = 1"), "offline");
+  EXPECT_EQ(stored_text(path, "SELECT kind FROM sessions WHERE id = 1"), "offline");
 }
 
 TEST(ConfigStore, ADecisionTunedWithSharedGpusServesOnlyJobsThatShareThem) {

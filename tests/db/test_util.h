@@ -1,9 +1,13 @@
-// Helpers for the store tests: temporary folders, file bytes, a sample decision, and running a
+// Helpers for the store tests: temporary folders, file bytes, one stored value read with SQLite
+// itself, a sample decision, and running a
 // check as an unprivileged user (root ignores file modes, so read-only cases drop privileges).
 #pragma once
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -37,6 +41,19 @@ class TempDir {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The first column of the first row `sql` selects, read straight from the file at `path` (read-only),
+// as text; "" when there is no row.
+inline std::string stored_text(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+  std::string text = sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return text;
 }
 
 inline Decision sample_decision(const std::string& precision = "amp", int streams = 2) {
