@@ -202,10 +202,12 @@ def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_sto
         deadline = time.monotonic() + 180
         done = []
         while time.monotonic() < deadline:
-            if isolated_store.exists():
-                done = rows(isolated_store, "SELECT * FROM trials")
-                if len(done) >= 2:
-                    break
+            try:
+                done = rows(isolated_store, "SELECT * FROM trials") if isolated_store.exists() else []
+            except sqlite3.OperationalError:  # the tuner has created the file but not yet its tables
+                done = []
+            if len(done) >= 2:
+                break
             time.sleep(0.2)
         assert len(done) >= 2, "no trial finished in time"
     finally:
