@@ -9,6 +9,7 @@
 #include "acspeed/config.h"
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
+#include "acspeed/fp16_cast.h"
 #include "acspeed/gpu_sharing.h"
 #include "acspeed/model_signature.h"
 #include "acspeed/node_count.h"
@@ -326,4 +327,25 @@ PYBIND11_MODULE(_core, m) {
       "and NCCL's sockets where NCCL carries the collectives.");
   m.def("gpus_shared", &gpus_shared, py::arg("asked"), py::arg("ranks_per_node"), py::arg("gpus"),
         "Whether a node's ranks share its GPUs: asked for (ACSPEED_SHARE_GPUS) and more ranks than GPUs.");
+  // The fp16 compression's casts (runtime/include/acspeed/fp16_cast.h). Addresses, not tensors: this module
+  // does not link torch. The hook engine (engine/cast.py, engine/fallback.py) passes two contiguous CPU
+  // tensors' data_ptr() and their common numel, after checking their dtypes (fallback.fp16_of_fp32_on_cpu).
+  m.def(
+      "pack_fp16",
+      [](uintptr_t src, uintptr_t dst, size_t count, float divisor) {
+        py::gil_scoped_release release;
+        pack_fp16(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), count, divisor);
+      },
+      py::arg("src"), py::arg("dst"), py::arg("count"), py::arg("divisor"),
+      "Writes `count` fp32 values at address `src` as fp16 at `dst`, divided by `divisor` in fp16: torch's "
+      "`src.to(torch.float16).div_(divisor)`, bit for bit, in one pass.");
+  m.def(
+      "unpack_fp16_if_finite",
+      [](uintptr_t src, uintptr_t dst, size_t count) {
+        py::gil_scoped_release release;
+        return unpack_fp16_if_finite(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), count);
+      },
+      py::arg("src"), py::arg("dst"), py::arg("count"),
+      "Widens `count` fp16 values at address `src` into fp32 at `dst` unless one is NaN/Inf (then writes nothing); "
+      "returns whether it widened.");
 }

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import torch
 
-from .fallback import FallbackEntry, can_overflow
+from .. import _runtime
+from .fallback import FallbackEntry, can_overflow, fp16_of_fp32_on_cpu
 from .issue import Job
 
 if TYPE_CHECKING:
@@ -22,6 +23,17 @@ def wire_dtype(config: "CommConfig") -> Optional[torch.dtype]:
     compression's factors, see powersgd.py)."""
     name = config.compression_info.cast_dtype
     return getattr(torch, name) if name else None
+
+
+def pack(packed: torch.Tensor, flat: torch.Tensor, world_size: int) -> None:
+    """packed = flat converted to packed's dtype, then divided by the world size in that dtype, as
+    torch's compress hooks compute it (`flat.to(dtype).div_(world_size)`). An fp32 bucket into fp16 on
+    the CPU is one C++ pass, bit for bit the same (`_core.pack_fp16`), where torch makes two."""
+    if fp16_of_fp32_on_cpu(packed, flat):
+        _runtime.core().pack_fp16(flat.data_ptr(), packed.data_ptr(), flat.numel(), world_size)
+        return
+    packed.copy_(flat)
+    packed.div_(world_size)
 
 
 class Cast:
@@ -65,8 +77,7 @@ class Cast:
         padded = -(-numel // divisor) * divisor
         if dtype is not None:  # as torch's compress hooks: convert, then divide in the compressed type
             packed = scratch.get(index, "packed", padded, dtype, flat.device)
-            packed[:numel].copy_(flat)
-            packed.div_(world_size)
+            pack(packed[:numel], flat, world_size)  # the padding stays zero
         elif padded != numel:
             packed = scratch.get(index, "padded", padded, flat.dtype, flat.device)
             torch.div(flat, world_size, out=packed[:numel])
@@ -85,9 +96,10 @@ class Cast:
         entry = FallbackEntry(job=None, flat=flat, unpack=unpack) if check else None
 
         def finish() -> Optional[torch.Tensor]:
-            if entry is not None and entry.defer(packed):
+            if entry is None:
+                unpack()
+            elif entry.unpack_or_hold(packed[:numel]):
                 return None
-            unpack()
             return hook.completed(index, flat)
 
         return hook.tracked_job(Job(index=index, lane=lane, phases=phases, finish=finish, result=result,

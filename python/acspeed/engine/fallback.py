@@ -2,10 +2,11 @@
 call): a bucket whose compressed, reduced copy holds NaN/Inf is reduced again uncompressed. The
 reduced copy is identical on every rank, so every rank reaches the same verdict."""
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import torch
 
+from .. import _runtime
 from .issue import Job
 
 
@@ -14,6 +15,28 @@ def nonfinite(tensor: torch.Tensor) -> torch.Tensor:
     propagates NaN; an Inf is the min or the max), many times cheaper than isfinite().all()."""
     low, high = torch.aminmax(tensor)
     return ~(torch.isfinite(low) & torch.isfinite(high))
+
+
+def fp16_of_fp32_on_cpu(half: torch.Tensor, single: torch.Tensor) -> bool:
+    """Can _core's fp16 casts (runtime/include/acspeed/fp16_cast.h) take this pair: an fp16 copy and an
+    fp32 bucket of the same size, contiguous, on the CPU? (They walk the raw memory.)"""
+    return (half.dtype == torch.float16 and single.dtype == torch.float32 and half.device.type == "cpu"
+            and single.device.type == "cpu" and half.numel() == single.numel()
+            and half.is_contiguous() and single.is_contiguous())
+
+
+def unpack_if_finite(reduced: torch.Tensor, flat: torch.Tensor) -> bool:
+    """Copies the reduced copy into the bucket unless it holds NaN/Inf (then the bucket keeps its
+    gradients, for the uncompressed re-send); returns whether it copied. An fp16 copy of an fp32
+    bucket on the CPU (fp16 compression's case) is one C++ pass, the check reading the fp16 bits as
+    they are widened (`_core.unpack_fp16_if_finite`): about torch's copy_ alone, where nonfinite()
+    then copy_ cost a second full pass. Otherwise nonfinite(), then copy_."""
+    if fp16_of_fp32_on_cpu(reduced, flat):
+        return _runtime.core().unpack_fp16_if_finite(reduced.data_ptr(), flat.data_ptr(), flat.numel())
+    if bool(nonfinite(reduced)):
+        return False
+    flat.copy_(reduced)
+    return True
 
 
 def can_overflow(compressed: torch.dtype, original: torch.dtype) -> bool:
@@ -31,9 +54,8 @@ class FallbackEntry:
     job: Optional[Job]
     flat: torch.Tensor
     unpack: Callable[[], None]
-    flag: Optional[torch.Tensor] = None   # set by the job's finish: NaN/Inf in the reduced copy
+    flag: Union[torch.Tensor, bool, None] = None  # set by the job's finish: NaN/Inf in the reduced copy
     ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's CUDA stream
-    reduced: Optional[torch.Tensor] = None  # CPU, deferred: the reduced copy the last hook call checks
 
     def hold(self, flag: torch.Tensor) -> bool:
         """Called by the job's finish with the reduced copy's NaN/Inf flag. True: the step's last hook
@@ -46,18 +68,13 @@ class FallbackEntry:
             return True
         return bool(flag)
 
-    def defer(self, reduced: torch.Tensor) -> bool:
-        """Called by a cast's finish with the reduced copy; always True (the last hook call completes
-        the bucket). CUDA: its flag now, as hold(). CPU: nothing now; the step's last hook call checks
-        it (verdict()) on the hook's thread, which is idle then, waiting for the step's transfers,
-        while the backend's thread that runs this finish goes straight on to the next collective:
-        the check's pass over the bucket stays off the path of the transfers, as in torch's fp16 hook,
-        which has no check."""
+    def unpack_or_hold(self, reduced: torch.Tensor) -> bool:
+        """Called by a cast's finish with the reduced copy (unpadded). True: the step's last hook call
+        completes the bucket. CUDA: always, its flag now, as hold(). CPU: only when the copy holds
+        NaN/Inf; a finite one is unpacked into the bucket here, the check and the copy in one pass
+        (unpack_if_finite), in the backend's completion callback, where torch's fp16 hook runs its
+        unpacking copy."""
         if self.flat.is_cuda:
             return self.hold(nonfinite(reduced))
-        self.reduced = reduced
-        return True
-
-    def verdict(self) -> bool:
-        """CPU, once the job's finish ran: does the reduced copy hold NaN/Inf?"""
-        return bool(nonfinite(self.reduced) if self.reduced is not None else self.flag)
+        self.flag = not unpack_if_finite(reduced, self.flat)
+        return self.flag

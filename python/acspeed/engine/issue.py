@@ -22,8 +22,8 @@ Two issuers, the first enabled one wins (ISSUERS):
     collectives are issued in bucket order on every rank whatever the timing of completions.
 
 When a bucket's last phase is issued, a callback chained on its work (`then`) runs the job's
-`finish` (unpacking, the fallback's NaN/Inf flag; a checked fp16 bucket on the CPU is left to the step's last
-hook call, state.py) and completes `job.result`, the future DDP waits on.
+`finish` (unpacking, the fallback's NaN/Inf flag; a bucket it holds is left to the step's last hook
+call, state.py) and completes `job.result`, the future DDP waits on.
 """
 import collections
 import contextlib
