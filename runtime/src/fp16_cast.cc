@@ -13,16 +13,13 @@ namespace {
 constexpr uint16_t kMagnitude = 0x7fff;  // every bit but the sign
 constexpr uint16_t kNonFinite = 0x7c00;  // exponent bits all ones: Inf (mantissa 0) or NaN; a larger magnitude is NaN
 
-uint32_t bits_of(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-
-float float_of(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
+// The same bits as another type (std::bit_cast from C++20).
+template <typename To, typename From>
+To same_bits(From from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
 }
 
 float widen(uint16_t half) {
@@ -34,21 +31,21 @@ float widen(uint16_t half) {
     const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
     return sign ? -magnitude : magnitude;
   }
-  if (exponent == 0x1f) return float_of(sign | 0x7f800000u | (mantissa << 13));  // Inf, NaN (payload kept)
+  if (exponent == 0x1f) return same_bits<float>(sign | 0x7f800000u | (mantissa << 13));  // Inf, NaN (payload kept)
   // normal: rebias the exponent (15 -> 127), widen the mantissa (10 -> 23 bits)
-  return float_of(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  return same_bits<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
 // Round to nearest even, overflow to Inf, NaN to a quiet NaN: the IEEE 754 conversion (F. Giesen's
 // float_to_half_fast3_rtne).
 uint16_t narrow(float value) {
-  uint32_t bits = bits_of(value);
+  uint32_t bits = same_bits<uint32_t>(value);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   bits &= 0x7fffffffu;
   if (bits >= 0x47800000u) return static_cast<uint16_t>(sign | (bits > 0x7f800000u ? 0x7e00u : 0x7c00u));  // >= 2^16
   if (bits < 0x38800000u) {  // below 2^-14: a subnormal fp16 or zero; adding 0.5 rounds the mantissa in place
     const float magic = 0.5f;
-    return static_cast<uint16_t>(sign | (bits_of(float_of(bits) + magic) - bits_of(magic)));
+    return static_cast<uint16_t>(sign | (same_bits<uint32_t>(same_bits<float>(bits) + magic) - same_bits<uint32_t>(magic)));
   }
   const uint32_t odd = (bits >> 13) & 1u;
   bits += 0xc8000fffu + odd;  // rebias the exponent (127 -> 15) and round the 13 dropped bits, ties to even
