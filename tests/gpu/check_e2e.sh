@@ -12,7 +12,8 @@
 # 1. acspeed-tune --share-gpus: 2 ranks sharing the GPU (device = local rank mod 1, an NCCL host
 #    identity each), resnet18 on 64x64 images, a space of two configs: DDP's defaults and the same
 #    with one NCCL rule (algorithm tree), grid strategy, 3 decision pairs. The plan must say the GPUs
-#    are shared, and the stored decision must be keyed and labelled so.
+#    are shared, and the stored decision must be keyed and labelled so; the session must say the net
+#    NCCL chose, read from NCCL's own INFO line ("Using network NAME").
 # 2. The decision in the store. Two ranks time-slicing one GPU will likely keep DDP's defaults, which
 #    stores no rule; then the searched config that carries the rule is imported (`configs import`,
 #    with the decision's own key) and made active, so the plugin proof below never depends on a
@@ -87,6 +88,10 @@ case $rc in
   124 | 137) fail "acspeed-tune ran past ${limit}s: $(tail -8 "$logs/tune.out")" ;;
   *) fail "acspeed-tune failed (exit $rc): $(tail -8 "$logs/tune.out")" ;;
 esac
+# The session read the net NCCL chose from NCCL's own INFO line (tuner/include/acspeed/tuner/nccl_net.h).
+grep -F "NCCL's net: NCCL's INFO line: Using network " "$logs/tune.out" ||
+  fail "the session did not read NCCL's net from its INFO line: $(grep -F "NCCL's net" "$logs/tune.out")"
+pass "the session read NCCL's net from NCCL's own INFO line"
 
 echo "--- 2. the decision in the store"
 "$tune" report --format json -o "$logs/report.json" >/dev/null 2>&1 || fail "acspeed-tune report failed"
