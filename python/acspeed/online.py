@@ -211,9 +211,10 @@ class _Plan:
         note says why; _Plan.tuner holds it)."""
         core = _runtime.core()
         options = {key: _TEST[key] for key in ("window_steps", "discard_steps", "max_windows") if key in _TEST}
+        warmup = int(_TEST.get("warmup", WARMUP_STEPS))
         tuner = core.OnlineTuner(json.dumps(_passed_ddp_arguments(arguments)), nnodes=core.node_count(world),
                                  gpu=device.type == "cuda", world_size=world, lookahead=2,
-                                 rebuild_reducer=False, **options)
+                                 rebuild_reducer=False, warmup_steps=warmup, **options)
         _Plan.tuner = tuner
         first = tuner.window(0)
         if first.settled:
@@ -222,7 +223,7 @@ class _Plan:
         baseline = next(i for i, item in enumerate(configs) if core.CommConfig.from_json(json.dumps(item))[0]
                         == tuner.baseline)
         return {"configs": configs, "plans": [_plan_row(first), _plan_row(tuner.window(1))],
-                "warmup": int(_TEST.get("warmup", WARMUP_STEPS)), "max_steps": tuner.max_exploration_steps,
+                "warmup": warmup, "max_steps": tuner.max_exploration_steps,
                 "window_steps_max": tuner.max_window_steps, "pinned": list(tuner.pinned), "baseline": baseline}
 
 
