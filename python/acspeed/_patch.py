@@ -110,21 +110,33 @@ def attach_observer(ddp, observer) -> None:
 def install_hook(ddp, config: "CommConfig", group) -> "HookState":
     """Builds the hook state for `ddp` and registers the hook (collective). The lanes are released
     when the DDP object is garbage-collected, or earlier by HookState.close()."""
-    from .engine.state import HookState, comm_hook  # noqa: PLC0415 - keeps `import acspeed` cheap
+    from .engine.state import HookState  # noqa: PLC0415 - keeps `import acspeed` cheap
     state = HookState.create(config, group, [p for p in ddp.module.parameters() if p.requires_grad])
     state.param_names = {id(p): name for name, p in ddp.module.named_parameters()}
     try:
-        original_register_comm_hook()(ddp, state, comm_hook)
+        register_hook(ddp, state)
     except BaseException:
         state.close()
         raise
+    _STATES[ddp] = state
+    weakref.finalize(ddp, state.close)
+    return state
+
+
+def register_hook(ddp, state: "HookState") -> None:
+    """Registers acspeed's hook with `state` on the DDP model's reducer (a reducer takes one hook:
+    a rebuilt reducer (acspeed.reducer) has none yet)."""
+    from .engine.state import comm_hook  # noqa: PLC0415
+    original_register_comm_hook()(ddp, state, comm_hook)
     # DDP lists registered hooks in _comm_hooks (pickled with the model; run per parameter by its Python
     # reducer): acspeed's hook is not the user's, so it stays out of that list, as DDP's built-in one does.
     if getattr(ddp, "_comm_hooks", None):
         ddp._comm_hooks = [(hook, hook_state) for hook, hook_state in ddp._comm_hooks if hook is not comm_hook]
-    _STATES[ddp] = state
-    weakref.finalize(ddp, state.close)
-    return state
+
+
+def forget(ddp) -> None:
+    """acspeed's hook left the DDP model (its reducer was rebuilt without it): state_of says None."""
+    _STATES.pop(ddp, None)
 
 
 def original_register_comm_hook():

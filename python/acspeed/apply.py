@@ -177,7 +177,7 @@ def construct(original, signature, ddp, args, kwargs) -> None:
             try:
                 state = _patch.install_hook(ddp, config, group)
                 if found.online is not None:
-                    online.begin(ddp, state, found.online, group, device)
+                    online.begin(ddp, state, found.online, group, device, signature.parameters)
             except (RuntimeError, ValueError) as error:
                 if _runtime.strict_or_off():
                     raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): could not set up acspeed's comm hook ({error})") \

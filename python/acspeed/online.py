@@ -36,11 +36,21 @@ The protocol (every rank, in acspeed's comm hook; `Stepper.step`):
     runs for good and the counter leaves the hook. This boundary collective is the only blocking
     call acspeed makes inside the hook, and it never waits on another hook call's future.
 
-Bucket size (a DDP constructor knob) is not tuned online: switching it rebuilds DDP's reducer,
-which acspeed does not do inside a job yet (the start line says so). During exploration the
-baseline windows run the job's own buckets through acspeed's plain all-reduce hook.
+Bucket size (a DDP constructor knob) switches through a rebuilt reducer (acspeed.reducer), before
+the forward of the window's first step: every rank knows window k + 1's config one window ahead,
+and every rank rebuilds in that forward (DDP's forward pre-hook; a rank that has joined, in its
+join hook, which shadows that forward). Where torch lacks the private API it needs, the bucket
+size is held (the start line says so). During exploration the baseline windows run the job's own
+buckets through acspeed's plain all-reduce hook.
+
+The end state is what `import acspeed` builds from the stored decision: its buckets, and acspeed's
+hook only when the decision needs one. The decision is set up in the forward before the first step
+it runs: a decision that needs no hook ("keep DDP defaults" among them) gets a rebuilt reducer
+without any hook, the hook state's lanes are released and the forward pre-hook removed, so no
+acspeed code is left in the step path.
 """
 import atexit
+import functools
 import json
 import socket
 import threading
@@ -51,7 +61,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from . import _log, _runtime, decision, nccl, share_gpus
+from . import _log, _patch, _runtime, apply, decision, nccl, reducer, share_gpus
 from .versions import job_versions
 
 # Steps run untimed before the first window: DDP rebuilds its buckets after the first step, the
@@ -62,6 +72,11 @@ WARMUP_STEPS = 10
 _TEST: Dict[str, object] = {}
 
 _started = False  # this process tuned a DDP model online already (one per process)
+
+# DDP model -> its Stepper while the stepper may still rebuild its reducer (its forward pre-hook and,
+# for a rank that has joined, DDP's join hook look it up here).
+_STEPPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_storing: set = set()  # rank 0's steppers whose decision is being written (kept alive for _at_exit)
 
 
 def testing(clock: Optional[Callable[[int, int, object], float]] = None, warmup: Optional[int] = None,
@@ -211,10 +226,11 @@ class _Plan:
         note says why; _Plan.tuner holds it)."""
         core = _runtime.core()
         options = {key: _TEST[key] for key in ("window_steps", "discard_steps", "max_windows") if key in _TEST}
+        held = reducer.unavailable(arguments)
         warmup = int(_TEST.get("warmup", WARMUP_STEPS))
         tuner = core.OnlineTuner(json.dumps(_passed_ddp_arguments(arguments)), nnodes=core.node_count(world),
                                  gpu=device.type == "cuda", world_size=world, lookahead=2,
-                                 rebuild_reducer=False, warmup_steps=warmup, **options)
+                                 rebuild_reducer=held is None, warmup_steps=warmup, **options)
         _Plan.tuner = tuner
         first = tuner.window(0)
         if first.settled:
@@ -224,7 +240,8 @@ class _Plan:
                         == tuner.baseline)
         return {"configs": configs, "plans": [_plan_row(first), _plan_row(tuner.window(1))],
                 "warmup": warmup, "max_steps": tuner.max_exploration_steps,
-                "window_steps_max": tuner.max_window_steps, "pinned": list(tuner.pinned), "baseline": baseline}
+                "window_steps_max": tuner.max_window_steps, "pinned": list(tuner.pinned), "baseline": baseline,
+                "held": held}
 
 
 def _plan_row(plan) -> list:
@@ -233,6 +250,8 @@ def _plan_row(plan) -> list:
 
 def start_line(payload: dict) -> str:
     pinned = "; held: " + ", ".join(payload["pinned"]) if payload["pinned"] else ""
+    if payload["held"] and "switching it rebuilds DDP's reducer" in pinned:
+        pinned += f": {payload['held']}"
     return (f"tuning this job's DDP communication online: at most {payload['warmup'] + payload['max_steps']} steps "
             f"({payload['warmup']} warm-up, then windows of the job's own DDP alternated with candidates), then it "
             f"keeps the fastest proven config{pinned}; ACSPEED_ONLINE=0 turns it off")
@@ -244,8 +263,9 @@ def baseline(payload: dict):
     return _runtime.core().CommConfig.from_json(json.dumps(item))[0]
 
 
-def begin(ddp, state, payload: dict, group, device: torch.device) -> "Stepper":
-    """Every rank, after acspeed's hook is installed on `ddp` (collective: acspeed's own group)."""
+def begin(ddp, state, payload: dict, group, device: torch.device, parameters) -> "Stepper":
+    """Every rank, after acspeed's hook is installed on `ddp` (collective: acspeed's own group).
+    `parameters`: DDP's constructor parameters (what a config's buckets are bound against)."""
     global _started
     _started = True
     tuner = _Plan.tuner if dist.get_rank() == 0 else None
@@ -254,8 +274,40 @@ def begin(ddp, state, payload: dict, group, device: torch.device) -> "Stepper":
     if tuner is not None:
         stepper.job = _Job(ddp, device)
         atexit.register(_at_exit, weakref.ref(stepper))
+    stepper.state, stepper.parameters = state, parameters
+    stepper.buckets = stepper.buckets_of(stepper.configs[stepper.baseline])
     state.stepper = stepper
+    _STEPPERS[ddp] = stepper
+    stepper.pre_forward = ddp.register_forward_pre_hook(_before_forward)
+    _patch_join_hook()
     return stepper
+
+
+def _before_forward(module, args) -> None:
+    """DDP's forward pre-hook while online tuning may still rebuild the reducer (Stepper.before_forward);
+    a module-level function, so a copy or a pickle of the DDP model holds no acspeed state."""
+    stepper = _STEPPERS.get(module)
+    if stepper is not None:
+        stepper.before_forward(module)
+
+
+def _patch_join_hook() -> None:
+    """A rank that has joined (DDP.join) runs no forward: DDP's join hook shadows each forward of
+    the others once (main_hook), before the reducer's own bucket rebuild; the rebuild due in that
+    forward happens there too. Idempotent; a DDP model that no stepper holds is untouched."""
+    from torch.nn.parallel import distributed  # noqa: PLC0415 - loaded with torch
+    join_hook = getattr(distributed, "_DDPJoinHook", None)
+    if join_hook is None or hasattr(join_hook.main_hook, "_acspeed_original"):
+        return
+    original = join_hook.main_hook
+
+    @functools.wraps(original)
+    def main_hook(self):
+        _before_forward(self.ddp, ())
+        return original(self)
+
+    main_hook._acspeed_original = original
+    join_hook.main_hook = main_hook
 
 
 def _at_exit(ref) -> None:
@@ -332,6 +384,7 @@ class Stepper:
         self.max_steps = payload["max_steps"]
         self.pad = payload["window_steps_max"]
         self.baseline = payload["baseline"]
+        self.held = payload["held"]  # why the reducer cannot be rebuilt here, or None
         self.tuner = tuner  # rank 0 only
         self.device = device
         self.nccl = "nccl" in str(dist.get_backend(group))
@@ -349,6 +402,11 @@ class Stepper:
         self.job: Optional[_Job] = None  # rank 0
         self.writer: Optional[threading.Thread] = None  # rank 0: stores the decision off the training thread
         self.stored: Optional[dict] = None  # store_online_session's answer once written
+        self.state = None       # the HookState (begin)
+        self.parameters = None  # DDP's constructor parameters (begin)
+        self.buckets: Optional[tuple] = None  # (bucket_cap_mb, bucket_cap_mb_list, first MiB) the reducer was built with
+        self.pre_forward = None  # the forward pre-hook's handle while the reducer may be rebuilt
+        self.prepared = -1      # the step whose forward set up its window (before_forward)
 
     def stop(self, why: str) -> None:
         """Tuning ends without a decision (the user's own comm hook took over, a config's lanes could
@@ -356,6 +414,75 @@ class Stepper:
         if not self.done:
             self.done, self.stopped = True, why
             _log.warn(f"online tuning stopped: {why}; nothing was stored", once=("online-stopped", id(self)))
+
+    def buckets_of(self, config) -> tuple:
+        """What `import acspeed` passes DDP for this config's buckets: (bucket_cap_mb,
+        bucket_cap_mb_list, the first bucket's MiB or None), as acspeed.apply binds them."""
+        arguments: dict = {}
+        first = apply._set_knobs(arguments, self.parameters, config, [])
+        return arguments.get("bucket_cap_mb"), arguments.get("bucket_cap_mb_list"), first
+
+    def before_forward(self, ddp) -> None:
+        """DDP's forward pre-hook (and a joined rank's join hook), on every rank alike: before the
+        first step of a window, the reducer gets the window's buckets; before the decision's first
+        step, the decision is set up for good; once tuning has ended, the reducer goes back to the
+        job's own buckets (stopped) and the pre-hook leaves."""
+        if self.done:
+            if self.stopped is not None:
+                self._rebuild(ddp, self.configs[self.baseline], hooked=True)
+            self._finish(ddp)
+            return
+        if self.steps != self.boundary or self.prepared == self.steps:
+            return
+        self.prepared = self.steps
+        ordinal, _, settled = self.plans[self.window + 1]
+        if settled:
+            self._set_up_decision(ddp, ordinal)
+            return
+        self._rebuild(ddp, self.configs[ordinal], hooked=True)
+
+    def _rebuild(self, ddp, config, hooked: bool) -> None:
+        """The reducer with the config's buckets (acspeed.reducer), with acspeed's hook (`hooked`)
+        or none. Nothing when the buckets are the same and the hook stays."""
+        buckets = self.buckets_of(config)
+        if buckets == self.buckets and hooked:
+            return
+        cap, caps, first = buckets
+        with apply._first_bucket(first):
+            reducer.rebuild(ddp, cap, caps)
+        self.buckets = buckets
+        if hooked:
+            _patch.register_hook(ddp, self.state)
+            if self.state.user_hook is not None:  # acspeed's hook hands every bucket to theirs
+                ddp.logger._set_comm_hook_name(getattr(self.state.user_hook[0], "__qualname__", "user hook"))
+
+    def _set_up_decision(self, ddp, ordinal: int) -> None:
+        """The forward before the decision's first step: what `import acspeed` builds from it."""
+        decided = self.configs[ordinal]
+        state = self.state
+        self.window += 1
+        if decided.needs_comm_hook() or self.held:  # held: DDP's reducer stays, and with it acspeed's hook
+            self._rebuild(ddp, decided, hooked=True)
+            self._switch(state, self.steps, ordinal)
+        else:  # DDP's own reduction: a reducer without any hook, the lanes released
+            self._rebuild(ddp, decided, hooked=False)
+            state.stepper = None
+            state.close()
+            _patch.forget(ddp)
+            if self.nccl:
+                nccl.publish_rules(decided.to_json())
+            self.config = decided
+            self.switches.append((self.steps, ordinal))
+        if not self.done:
+            self._settle(state)
+        self._finish(ddp)
+
+    def _finish(self, ddp) -> None:
+        """Tuning needs no forward any more: the pre-hook leaves the DDP model."""
+        _STEPPERS.pop(ddp, None)
+        if self.pre_forward is not None:
+            self.pre_forward.remove()
+            self.pre_forward = None
 
     def step(self, state) -> None:
         """Bucket 0 of a synchronised backward, before the step's buckets are reduced."""
@@ -368,19 +495,20 @@ class Stepper:
             if self.window >= 0:
                 self.clock.mark(self.window, self.config)
             return
+        if self.prepared != step:  # every rank alike: the same forward pre-hooks run on each
+            self.stop(f"the DDP model's forward pre-hooks did not run before step {step} (is its forward "
+                      "called directly?), which switching its buckets needs")
+            state.stepper = None
+            return
         k = self.window
-        ordinal, steps, settled = self.plans[k + 1]
-        if not settled:
-            self.clock.mark(k + 1, self.configs[ordinal])  # this step runs window k + 1's config
-            if k >= 0:
-                self._exchange(k)
+        ordinal, steps, _ = self.plans[k + 1]
+        self.clock.mark(k + 1, self.configs[ordinal])  # this step runs window k + 1's config
+        if k >= 0:
+            self._exchange(k)
         self.window = k + 1
         self._switch(state, step, ordinal)
         if self.done:  # stopped: the switch could not be made
             state.stepper = None
-            return
-        if settled:
-            self._settle(state)
             return
         self.boundary = step + steps
 
@@ -452,15 +580,22 @@ class Stepper:
         speedup = (f" ({tuner.note})" if kept or tuner.speedup is None else
                    f" ({tuner.speedup:.3f}x the job's own DDP, 95% interval [{tuner.ci_low:.3f}, {tuner.ci_high:.3f}])")
         line = f"online tuning settled after {self.steps} steps on {tuner.decision.describe()}{speedup}"
-        if not tuner.decision.needs_comm_hook():
-            line += (" (acspeed's plain all-reduce hook stays in this job's step path: removing it rebuilds DDP's "
-                     "reducer, which acspeed does not do inside a job yet; the next run builds DDP without it)")
+        if self.held and not tuner.decision.needs_comm_hook():
+            line += (f" (acspeed's plain all-reduce hook stays in this job's step path: removing it rebuilds DDP's "
+                     f"reducer, and {self.held}; the next run builds DDP without it)")
+        _storing.add(self)
         self.writer = threading.Thread(target=self._store, args=(line,), name="acspeed-online-store", daemon=True)
         self.writer.start()
 
     def _store(self, line: str) -> None:
         """The writer thread: stores the session and decision, then says the settle line (one line
         either way: a failed write is a warning, never an error of the job)."""
+        try:
+            self._write(line)
+        finally:
+            _storing.discard(self)
+
+    def _write(self, line: str) -> None:
         host = socket.gethostname()
         try:
             self.stored = self.job.store(self.tuner)

@@ -2,15 +2,17 @@
 The test-only clock seam (acspeed.online.testing) forces window times; everything else is real:
 gloo, acspeed's hook, the boundary collective, the switches."""
 import logging
+import os
 
 import torch
+import torch._dynamo
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import acspeed
 import acspeed._patch
 import acspeed.online
-from ddp_scenarios import environment, flat_params, make_model, train
+from ddp_scenarios import _write, batches, environment, flat_params, make_model, train
 
 # Short windows so a test settles in well under 200 steps of the tiny model.
 WINDOWS = {"warmup": 2, "window_steps": 3, "discard_steps": 1}
@@ -59,36 +61,120 @@ def chooses_the_faster(rank: int, world_size: int) -> dict:
     return out
 
 
+def make_wide_model() -> torch.nn.Module:
+    """Four 600x600 layers (5.8 MB of fp32 parameters): the CPU's bucket sizes, 5 MiB and DDP's
+    25 MiB (with its 1 MiB first bucket), cut it into different buckets."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(24, 600), torch.nn.Tanh()]
+    for _ in range(4):
+        layers += [torch.nn.Linear(600, 600), torch.nn.Tanh()]
+    layers.append(torch.nn.Linear(600, 5))
+    return torch.nn.Sequential(*layers)
+
+
+def _session_windows(db: str, session_id: int) -> list:
+    """The stored online session's windows in order: (algorithm, streams, bucket MiB) of each."""
+    import json
+    import sqlite3
+    with sqlite3.connect(db) as store:
+        rows = store.execute("SELECT config_json FROM trials WHERE session_id = ? ORDER BY ordinal",
+                             (session_id,)).fetchall()
+    configs = [json.loads(row[0]) for row in rows]
+    return [(c.get("algorithm", "allreduce"), c.get("streams", 1), c.get("bucket_cap_mb") or 25) for c in configs]
+
+
 def identical_to_online_off(rank: int, world_size: int) -> dict:
-    """The same training with ACSPEED_ONLINE=0 and tuned online while it switches algorithm and
-    streams: no_sync accumulation, gradient_as_bucket_view=True, several buckets."""
-    # reduce_scatter with 2 streams wins; the descent measures allreduce x 2 streams and
-    # reduce_scatter x 1 on its way, so both knobs switch (and switch back) during exploration.
+    """The same training with ACSPEED_ONLINE=0 and tuned online while it switches algorithm, streams
+    and bucket size (a rebuilt reducer): no_sync accumulation, gradient_as_bucket_view=True, a model
+    the two bucket sizes cut differently. Rank 0 reads the stored session's windows."""
+    # Every knob's other value is faster, so the descent moves on each (and back while pairing): the
+    # decision is reduce_scatter, 2 streams, 5 MiB buckets.
     acspeed.online.testing(clock=lambda r, window, config: 0.1 / (1 + (config.algorithm == "reduce_scatter")
-                                                                     + (config.streams == 2)), **WINDOWS)
-    steps = 120
+                                                                     + (config.streams == 2)
+                                                                     + (config.bucket_cap_mb == 5)), **WINDOWS)
+    steps = 110
     with environment(ACSPEED_ONLINE="0"):
-        off = DDP(make_model(), bucket_cap_mb=0.001, gradient_as_bucket_view=True)
+        off = DDP(make_wide_model(), gradient_as_bucket_view=True)
     assert acspeed._patch.state_of(off) is None
     train(off, rank, steps, micro=2)
-    tuned = DDP(make_model(), bucket_cap_mb=0.001, gradient_as_bucket_view=True)
+    tuned = DDP(make_wide_model(), gradient_as_bucket_view=True)
     state, stepper, log = _tuned(tuned)
     train(tuned, rank, steps, micro=2)
-    return {"equal": torch.equal(flat_params(off), flat_params(tuned)), "switches": stepper.switches,
-            "ran": sorted({(stepper.configs[ordinal].algorithm, stepper.configs[ordinal].streams)
-                           for _, ordinal in stepper.switches}),
-            "done": stepper.done, "steps": log.steps}
+    base, result = flat_params(off), flat_params(tuned)
+    out = {"equal": torch.equal(base, result),
+           "difference": float((base - result).abs().max() / base.abs().max()), "switches": stepper.switches,
+           "done": stepper.done, "steps": log.steps, "cap": tuned.bucket_bytes_cap,
+           "hooked": acspeed._patch.state_of(tuned) is state, "pre_hooks": len(tuned._forward_pre_hooks),
+           "final": (state.config.algorithm, state.config.streams, state.config.bucket_cap_mb)}
+    if rank == 0:
+        stored = stepper.wait_stored()
+        out["windows"] = _session_windows(os.environ["ACSPEED_DB"], stored["session_id"])
+    return out
+
+
+def end_state_is_what_the_next_run_builds(rank: int, world_size: int, folder: str) -> dict:
+    """Two jobs' worth of tuning in one process: (1) only 5 MiB buckets are faster: the decision
+    needs no hook, so the settled DDP holds a rebuilt reducer with 5 MiB buckets and no hook of
+    acspeed's, like a DDP built from that decision; (2) nothing is faster: "keep DDP defaults", the
+    job's own buckets and no hook, probe or window collective left."""
+    out = {}
+    acspeed.online.testing(clock=lambda r, window, config: 0.05 if config.bucket_cap_mb == 5 else 0.1, **WINDOWS)
+    tuned = DDP(make_wide_model())
+    state, stepper, log = _tuned(tuned)
+    train(tuned, rank, 300, stop_when=lambda: stepper.done)
+    decided = stepper.config
+    windows_seen = len(log.steps)
+    train(tuned, rank, 3)  # the decision's first steps: no acspeed hook sees them
+    with environment(ACSPEED_ONLINE="0", ACSPEED_CONFIG=_write(folder, "decision.json", decided.to_json())):
+        fresh = DDP(make_wide_model())
+    train(fresh, rank, 3)
+    data, fresh_data = tuned._get_ddp_logging_data(), fresh._get_ddp_logging_data()
+    out["bucket"] = {"decided": decided.describe(), "needs_hook": decided.needs_comm_hook(),
+                     "state": acspeed._patch.state_of(tuned), "fresh_state": acspeed._patch.state_of(fresh),
+                     "lanes": len(state.lanes), "pre_hooks": len(tuned._forward_pre_hooks),
+                     "after_settling": len(log.steps) - windows_seen,
+                     "logging": [{key: d.get(key) for key in ("bucket_cap_bytes", "comm_hook")}
+                                 for d in (data, fresh_data)],
+                     "buckets": [[b.buffer().numel() for b in d.reducer._get_zeros_like_grad_buckets()]
+                                 for d in (tuned, fresh)]}
+    del tuned, fresh, state, stepper
+    acspeed.online._started = False  # a second job's worth in this process (test only)
+    acspeed.online.testing(clock=lambda r, window, config: 0.1, **WINDOWS)
+    tuned = DDP(make_model())
+    state, stepper, log = _tuned(tuned)
+    collectives = []
+    real_all_reduce = dist.all_reduce
+
+    def counting(tensor, *args, **kwargs):
+        collectives.append(kwargs.get("group"))
+        return real_all_reduce(tensor, *args, **kwargs)
+    dist.all_reduce = counting
+    try:
+        train(tuned, rank, 300, stop_when=lambda: stepper.done)
+        exploring = len(collectives)
+        train(tuned, rank, 5)
+    finally:
+        dist.all_reduce = real_all_reduce
+    out["defaults"] = {"decided": stepper.config.describe(), "kept": stepper.config == stepper.configs[stepper.baseline],
+                       "state": acspeed._patch.state_of(tuned), "lanes": len(state.lanes),
+                       "pre_hooks": len(tuned._forward_pre_hooks), "cap": tuned.bucket_bytes_cap,
+                       "comm_hook": tuned._get_ddp_logging_data().get("comm_hook"),
+                       "window_collectives": exploring, "collectives_after": len(collectives) - exploring}
+    return out
 
 
 def joins_with_uneven_inputs(rank: int, world_size: int) -> dict:
-    """Rank 1 runs out of batches first and joins while windows still switch configs."""
-    acspeed.online.testing(clock=lambda r, window, config: 0.05 if config.streams == 2 else 0.1, **WINDOWS)
-    ddp = DDP(make_model(), bucket_cap_mb=0.001)
+    """Rank 1 runs out of batches first and joins while windows still switch configs, the bucket
+    size among them (a rebuilt reducer: the joined rank rebuilds in DDP's join hook)."""
+    acspeed.online.testing(clock=lambda r, window, config: 0.1 / (1 + (config.streams == 2) + (config.bucket_cap_mb == 5)),
+                           **WINDOWS)
+    ddp = DDP(make_model())
     state, stepper, log = _tuned(ddp)
-    steps = 60 if rank == 0 else 35
+    steps = 120 if rank == 0 else 35
     with ddp.join():
         train(ddp, rank, steps)
-    return {"counted": len(log.steps), "switches": stepper.switches, "done": stepper.done}
+    return {"counted": len(log.steps), "switches": stepper.switches, "done": stepper.done,
+            "buckets": [stepper.configs[ordinal].bucket_cap_mb for _, ordinal in stepper.switches]}
 
 
 def second_model_and_settings(rank: int, world_size: int) -> dict:
@@ -179,3 +265,59 @@ def a_switch_that_cannot_be_set_up(rank: int, world_size: int) -> dict:
     params = train(ddp, rank, 40)
     return {"stopped": stepper.stopped, "steps": log.steps, "switches": stepper.switches, "lines": lines.lines,
             "params": params, "stepper": state.stepper is None}
+
+
+def _train_with_checkpoint(ddp, rank: int, steps: int, at: int, folder: str) -> torch.Tensor:
+    """train(), with a checkpoint at step `at` while tuning explores: the model's and the optimizer's
+    state saved with torch.save and loaded back, and the DDP model deep-copied and pickled."""
+    import copy
+    import pickle
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    for step, (x, y) in enumerate(batches(rank, steps)):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        optimizer.step()
+        if step == at:
+            path = os.path.join(folder, f"checkpoint-{rank}.pt")
+            torch.save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict()}, path)
+            saved = torch.load(path)
+            ddp.module.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            copy.deepcopy(ddp), pickle.loads(pickle.dumps(ddp))
+    return flat_params(ddp)
+
+
+def frontends_with_online_on(rank: int, world_size: int, folder: str) -> dict:
+    """DDP's paths as frontends use them (the behaviour scenarios' torch.compile of the DDP model, DDP
+    around a compiled module, no_sync accumulation, a checkpoint mid-exploration), each tuned online
+    while algorithm, streams and bucket size switch, against the same training with ACSPEED_ONLINE=0."""
+    steps = 110
+    paths = {
+        "compile_ddp": (lambda: DDP(make_model()), lambda ddp: torch.compile(ddp, backend="eager"),
+                        lambda model: train(model, rank, steps)),
+        "ddp_of_compiled": (lambda: DDP(torch.compile(make_model(), backend="aot_eager")), lambda ddp: ddp,
+                            lambda model: train(model, rank, steps)),
+        "no_sync": (lambda: DDP(make_model()), lambda ddp: ddp, lambda model: train(model, rank, steps, micro=3)),
+        "checkpoint": (lambda: DDP(make_model()), lambda ddp: ddp,
+                       lambda model: _train_with_checkpoint(model, rank, steps, 30, folder)),
+    }
+    out = {}
+    for name, (build, wrap, run) in paths.items():
+        acspeed.online._started = False  # one tuned DDP model per path (test only)
+        acspeed.online.testing(clock=lambda r, window, config: 0.1 / (1 + (config.algorithm == "reduce_scatter")
+                                                                         + (config.streams == 2)
+                                                                         + (config.bucket_cap_mb == 5)), **WINDOWS)
+        with environment(ACSPEED_DB=os.path.join(folder, f"{name}.db")):  # before tuning stores a decision there
+            with environment(ACSPEED_ONLINE="0"):
+                off = build()
+            assert acspeed._patch.state_of(off) is None
+            reference = run(wrap(off))
+            torch._dynamo.reset()
+            tuned = build()
+            stepper = acspeed._patch.state_of(tuned).stepper
+            result = run(wrap(tuned))
+        out[name] = {"equal": torch.equal(reference, result), "done": stepper.done, "stopped": stepper.stopped,
+                     "knobs": sorted({(c.algorithm, c.streams, c.bucket_cap_mb or 25)
+                                      for c in (stepper.configs[ordinal] for _, ordinal in stepper.switches)})}
+        torch._dynamo.reset()
+    return out
