@@ -227,9 +227,10 @@ class _Plan:
         core = _runtime.core()
         options = {key: _TEST[key] for key in ("window_steps", "discard_steps", "max_windows") if key in _TEST}
         held = reducer.unavailable(arguments)
+        warmup = int(_TEST.get("warmup", WARMUP_STEPS))
         tuner = core.OnlineTuner(json.dumps(_passed_ddp_arguments(arguments)), nnodes=core.node_count(world),
                                  gpu=device.type == "cuda", world_size=world, lookahead=2,
-                                 rebuild_reducer=held is None, **options)
+                                 rebuild_reducer=held is None, warmup_steps=warmup, **options)
         _Plan.tuner = tuner
         first = tuner.window(0)
         if first.settled:
@@ -238,7 +239,7 @@ class _Plan:
         baseline = next(i for i, item in enumerate(configs) if core.CommConfig.from_json(json.dumps(item))[0]
                         == tuner.baseline)
         return {"configs": configs, "plans": [_plan_row(first), _plan_row(tuner.window(1))],
-                "warmup": int(_TEST.get("warmup", WARMUP_STEPS)), "max_steps": tuner.max_exploration_steps,
+                "warmup": warmup, "max_steps": tuner.max_exploration_steps,
                 "window_steps_max": tuner.max_window_steps, "pinned": list(tuner.pinned), "baseline": baseline,
                 "held": held}
 

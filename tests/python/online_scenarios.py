@@ -249,6 +249,7 @@ def remembers_the_decision(rank: int, world_size: int, run: int) -> dict:
     if run == 1:
         train(ddp, rank, 400, stop_when=lambda: stepper.done)
         out["stored"] = stepper.wait_stored() if rank == 0 else None
+        out["switches"] = stepper.switches
     else:
         train(ddp, rank, 3)
     out.update(steps=log.steps, algorithm=state.config.algorithm, lines=lines.lines)

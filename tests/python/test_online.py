@@ -1,6 +1,7 @@
 """Online tuning inside the user's own job (acspeed.online, docs/online.md): 2 ranks on gloo with the
 test-only clock seam forcing window times; the C++ driver decides. Also the clocks, and when online
 tuning runs."""
+import json
 import sqlite3
 
 import pytest
@@ -178,6 +179,22 @@ def test_a_settled_decision_is_stored_as_an_online_session_and_the_next_run_appl
                                (stored["session_id"],)).fetchall()
     assert (kind, model, batch, precision, active) == ("online", "torch.nn.modules.container.Sequential", 16, "fp32", 1)
     assert dict(trials)["candidate"] >= 3 and dict(trials)["baseline"] >= 3, trials
+    # Each stored window says where it ran among the job's steps: after the warm-up, tiling the
+    # exploration, and starting exactly where the job switched configs; the window before the decision
+    # (no boundary collective: not measured) and the decision start at the other switches.
+    with sqlite3.connect(db) as store:
+        rows = store.execute("SELECT metrics_json FROM trials WHERE session_id = ? ORDER BY ordinal",
+                             (stored["session_id"],)).fetchall()
+        options = json.loads(store.execute("SELECT options_json FROM sessions WHERE id = ?",
+                                           (stored["session_id"],)).fetchone()[0])
+    spans = [(w["first_step"], w["first_step"] + w["steps"]) for w in
+             (json.loads(metrics)["online_window"] for (metrics,) in rows)]
+    assert spans[0][0] == online_scenarios.WINDOWS["warmup"], spans
+    assert all(end == start for (_, end), (start, _) in zip(spans, spans[1:])), spans
+    switched = {step for step, _ in first[0]["switches"]}
+    decision_from = options["online"]["decision_from_step"]
+    assert decision_from > spans[-1][1], (decision_from, spans)
+    assert switched <= {start for start, _ in spans} | {spans[-1][1], decision_from}, (switched, spans)
     # The second run of the same job: the decision from its first step, no tuning, no window collective.
     for result in run_ranks(online_scenarios.remembers_the_decision, 2, 2, env={"ACSPEED_DB": db}):
         assert not result["tuned"] and result["algorithm"] == "reduce_scatter", result
