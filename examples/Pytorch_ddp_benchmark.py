@@ -195,6 +195,14 @@ def summary_line(step_times, batch_size: int, world_size: int, nnodes: int, gpu:
     return " ".join(parts)
 
 
+def process_group_impl() -> str:
+    """The implementation running the default process group: get_backend_impl().name() (torch >= 2.14:
+    "nccl2", "nccl" for the classic NCCL group, "gloo"), else the backend's name; a copy of
+    acspeed.versions.process_group_impl, as the script must run with `import acspeed` commented out."""
+    impl = getattr(dist, "get_backend_impl", None)
+    return impl().name() if impl is not None else str(dist.get_backend())
+
+
 def relevant_environment() -> dict:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("ACSPEED_", "NCCL_", "CUDA_"))}
 
@@ -294,7 +302,8 @@ def main(argv=None) -> None:
                 "profile": profile,
                 "versions": {"torch": torch.__version__, "python": sys.version.split()[0],
                              "cuda": torch.version.cuda,
-                             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None},
+                             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None,
+                             "process_group": process_group_impl()},
                 "environment": relevant_environment(),
             }
             with open(args.json, "w" if args.overwrite else "x") as out:

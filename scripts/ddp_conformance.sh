@@ -3,7 +3,8 @@
 # torch.testing._internal.distributed.distributed_test on gloo at world size 2, first without acspeed
 # (baseline: every DDP test of the class; most need GPUs and skip), then, for each config family, the
 # tests that ran in the baseline, with `import acspeed` in every rank and ACSPEED_CONFIG forcing the
-# family's config. Out of CI: about 30 s per test that runs on 2 cores.
+# family's config; the `online` family forces none: no decision, so online tuning runs (with short
+# windows, scripts/ddp_conformance_runner.py). Out of CI: about 30 s per test that runs on 2 cores.
 #
 #   scripts/ddp_conformance.sh [OUT_DIR] [FAMILY ...]     (default: build/conformance, every family)
 #
@@ -20,13 +21,14 @@ PYTHON=${ACSPEED_PYTHON:-$(command -v python3)}
 OUT=$(mkdir -p "${1:-$ROOT/build/conformance}" && cd "${1:-$ROOT/build/conformance}" && pwd)
 shift || true
 FAMILIES=("$@")
-[ ${#FAMILIES[@]} -gt 0 ] || FAMILIES=(baseline bucket hooked fp16 powersgd)
+[ ${#FAMILIES[@]} -gt 0 ] || FAMILIES=(baseline bucket hooked fp16 powersgd online)
 
 declare -A CONFIGS=(
   [bucket]='{"version": 2, "bucket_cap_mb": 5, "first_bucket_mb": 1, "gradient_as_bucket_view": true}'
   [hooked]='{"version": 2, "algorithm": "reduce_scatter", "streams": 2}'
   [fp16]='{"version": 2, "compression": "fp16"}'
   [powersgd]='{"version": 2, "compression": "powersgd", "powersgd_rank": 4, "powersgd_start_step": 0}'
+  [online]=''  # no decision: tuned online
 )
 
 if [ ! -d "$OUT/site/expecttest" ]; then
@@ -49,13 +51,13 @@ for family in "${FAMILIES[@]}"; do
     tests=$("$PYTHON" -c 'import json, sys
 print(" ".join(n for n, r in sorted(json.load(open(sys.argv[1])).items()) if r["outcome"] != "skip"))' \
       "$OUT/baseline.json")
-    printf '%s\n' "${CONFIGS[$family]}" > "$OUT/$family.config.json"
+    if [ -n "${CONFIGS[$family]}" ]; then printf '%s\n' "${CONFIGS[$family]}" > "$OUT/$family.config.json"; fi
   fi
   temp=$(mktemp -d)
   echo "== $family $(date -u +%H:%M:%S)" >&2
   (
     cd "$temp"
-    if [ "$family" != baseline ]; then export ACSPEED_CONFIG="$OUT/$family.config.json"; fi
+    if [ -n "${CONFIGS[$family]:-}" ]; then export ACSPEED_CONFIG="$OUT/$family.config.json"; fi
     TEMP_DIR="$temp" ACSPEED_CONFORMANCE_FAMILY="$family" ACSPEED_CONFORMANCE_TESTS="$tests" \
       ACSPEED_CONFORMANCE_RESULT="$OUT/$family.json" \
       "$PYTHON" "$ROOT/scripts/ddp_conformance_runner.py" > "$OUT/$family.log" 2>&1

@@ -3,7 +3,7 @@ wheel) in ranks that import acspeed: run by scripts/ddp_conformance.sh, once per
 
 Environment (set by the script): ACSPEED_CONFORMANCE_FAMILY (baseline: acspeed is not imported at
 all; any other family: `import acspeed` in every rank, with ACSPEED_CONFIG forcing that family's
-config), ACSPEED_CONFORMANCE_TESTS (space-separated test names; empty: every DDP test of the class),
+config; online: none, so the job is tuned online, with short windows), ACSPEED_CONFORMANCE_TESTS (space-separated test names; empty: every DDP test of the class),
 ACSPEED_CONFORMANCE_RESULT (the JSON file written: test name -> {"outcome", "detail"}), and torch's
 BACKEND, WORLD_SIZE, TEMP_DIR. Each test spawns WORLD_SIZE ranks; spawn re-runs this module in each,
 so the import below happens in every rank before DDP is built."""
@@ -16,6 +16,9 @@ import unittest
 FAMILY = os.environ["ACSPEED_CONFORMANCE_FAMILY"]
 if FAMILY != "baseline":
     import acspeed  # noqa: F401 - patches DDP in this rank
+if FAMILY == "online":  # no decision: the first DDP model of each rank is tuned online; torch's tests run
+    import acspeed.online  # a few steps, so short windows switch configs inside them (the test-only seam)
+    acspeed.online.testing(warmup=1, window_steps=3, discard_steps=1)
 
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 

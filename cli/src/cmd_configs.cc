@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "acspeed/decision_io.h"
 #include "acspeed/error.h"
@@ -30,16 +31,28 @@ std::string world_text(const DecisionKey& key) {
   return key.gpus_shared ? fmt::format("{} (GPUs shared)", key.world_size) : std::to_string(key.world_size);
 }
 
-void print_decisions(const std::vector<Decision>& decisions) {
-  Table table({"ID", "ACTIVE", "INSTANCE TYPE", "MODEL", "PRECISION", "WORLD", "NODES", "CONFIG",
+// KIND says where each decision came from (decision_kind: offline, online, imported); an online
+// decision stored inactive beside an active offline one is listed like any other.
+void print_decisions(const Store& store, const std::vector<Decision>& decisions) {
+  Table table({"ID", "ACTIVE", "KIND", "INSTANCE TYPE", "MODEL", "PRECISION", "WORLD", "NODES", "CONFIG",
                "SPEEDUP [95% CI]", "CREATED (UTC)"});
   for (const auto& d : decisions) {
-    table.add({std::to_string(d.id), d.active ? "*" : "", d.key.instance_type,
+    table.add({std::to_string(d.id), d.active ? "*" : "", std::string(decision_kind(store, d)), d.key.instance_type,
                d.model_name.empty() ? d.key.model_signature : d.model_name, d.key.precision,
                world_text(d.key), std::to_string(d.key.nnodes), config_text(d),
                speedup_text(d), d.created_at});
   }
   table.print();
+}
+
+// The decisions document (decision_io.h) with each decision's kind beside it; `configs import`
+// ignores the kind (a decision it imports has no session: it is "imported" there).
+std::string decisions_document(const Store& store, const std::vector<Decision>& decisions) {
+  nlohmann::json document = nlohmann::json::parse(decisions_to_json(decisions));
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    document["decisions"][i]["kind"] = decision_kind(store, decisions[i]);
+  }
+  return document.dump(2);
 }
 
 DecisionFilter filter_from(const po::variables_map& vm) {
@@ -92,11 +105,11 @@ int cmd_configs(const GlobalOptions& global, const std::vector<std::string>& arg
       if (decisions.empty()) {
         fmt::print("no decisions stored in {}{}\n", store->path(), store->exists() ? "" : " (the store does not exist yet)");
       } else {
-        print_decisions(decisions);
+        print_decisions(*store, decisions);
       }
       return kExitOk;
     }
-    const std::string document = decisions_to_json(decisions) + "\n";
+    const std::string document = decisions_document(*store, decisions) + "\n";
     if (!vm.count("output")) {
       fmt::print("{}", document);
       return kExitOk;
@@ -122,10 +135,10 @@ int cmd_configs(const GlobalOptions& global, const std::vector<std::string>& arg
     const Decision d = require_decision(*store, id);
     if (action == "show") {
       if (vm.count("json")) {
-        fmt::print("{}\n", decisions_to_json({d}));
+        fmt::print("{}\n", decisions_document(*store, {d}));
         return kExitOk;
       }
-      print_decisions({d});
+      print_decisions(*store, {d});
       const auto session = d.session_id ? store->session(*d.session_id) : std::nullopt;
       fmt::print("\nconfig: {}\ntuned under: {}; per-device batch {}\n",
                  d.config_error.empty() ? config_to_json(d.config, 2)

@@ -45,6 +45,35 @@ void explain_prediction(const GlobalOptions& global, const Resolution& r) {
              100 * p.bound_s / p.step_s, measured);
 }
 
+// Where the decision found came from (its kind: offline, online, imported), and the inactive
+// online decisions of the same key: online tuning stores one inactive beside an active decision of
+// another kind, and `configs activate` applies it.
+void explain_kinds(const GlobalOptions& global, const DecisionKey& key, const Resolution& r) {
+  auto store = open_store(global, false);
+  if (!store->exists()) return;
+  if (r.decision) {
+    const std::string_view kind = decision_kind(*store, *r.decision);
+    fmt::print("decision #{}: kind {}{}\n", r.decision->id, kind,
+               kind == to_string(SessionKind::kOnline) ? fmt::format(" (tuned inside a training job, online session {})",
+                                                                     *r.decision->session_id)
+               : kind == to_string(SessionKind::kOffline) ? fmt::format(" (acspeed-tune session {})", *r.decision->session_id)
+                                                          : " (no tuning session in this store: `configs import`)");
+  }
+  DecisionFilter filter;
+  filter.instance_type = key.instance_type;
+  filter.model = key.model_signature;
+  for (const auto& d : store->decisions(filter)) {
+    const bool same_key = d.key.model_signature == key.model_signature && d.key.world_size == key.world_size &&
+                          d.key.nnodes == key.nnodes && d.key.gpus_shared == key.gpus_shared &&
+                          (key.precision.empty() || d.key.precision == key.precision);
+    if (!same_key || d.active || decision_kind(*store, d) != to_string(SessionKind::kOnline)) continue;
+    fmt::print("inactive online decision #{} for this key ({}, precision {}{}): `acspeed-tune configs activate {}` "
+               "would apply it\n",
+               d.id, d.config.describe(), d.key.precision,
+               d.speedup ? fmt::format(", {:.2f}x the job's own DDP", *d.speedup) : "", d.id);
+  }
+}
+
 }  // namespace
 
 int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& args) {
@@ -121,6 +150,7 @@ int cmd_explain(const GlobalOptions& global, const std::vector<std::string>& arg
                  speedups->describe());
     }
   }
+  explain_kinds(global, request.key, r);
   explain_prediction(global, r);
   return r.source == ResolveSource::kError ? kExitFailure : kExitOk;
 }

@@ -227,7 +227,8 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
   o.compression_searched = vm.count("compression") > 0;
   apply_pins(s);
   // NCCL's sockets only where NCCL's net is Socket between nodes; the plan says why or why not.
-  if (auto note = gate_nccl_sockets(s, o.nnodes, o.gpus_shared, nccl_net()); !note.empty()) o.notes.push_back(note);
+  o.nccl_net = nccl_net();
+  if (auto note = gate_nccl_sockets(s, o.nnodes, o.gpus_shared, o.nccl_net); !note.empty()) o.notes.push_back(note);
   resolve_strategy_name(o.strategy, s, o.nnodes);  // an unknown name is a usage error now, not after the launch
   if (searches_powersgd(s) && o.warmup < kDefaultPowerSgdStartStep + 2) {
     // Every trial warms up as long, so that loss trajectories compare step for step.

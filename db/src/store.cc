@@ -427,4 +427,9 @@ void Store::remove_decision(int64_t id) {
   tx.commit();
 }
 
+std::string_view decision_kind(const Store& store, const Decision& decision) {
+  const auto session = decision.session_id ? store.session(*decision.session_id) : std::nullopt;
+  return session ? to_string(session->kind) : kImportedDecisionKind;
+}
+
 }  // namespace acspeed

@@ -7,9 +7,10 @@ this instance type and model to every DistributedDataParallel model the script b
 
 ACSPEED_DISABLE=1 turns it off; ACSPEED_CONFIG=file.json forces a config; ACSPEED_STRICT=1 turns its
 warnings into errors; ACSPEED_SHARE_GPUS=1 lets a node's ranks share fewer GPUs (acspeed.share_gpus).
-Importing is cheap: the C++ runtime and the hook machinery load at the first DDP construction (on a
-CUDA machine the runtime loads at import to set NCCL's sockets, acspeed.instance_knobs)."""
-from . import _exit, _patch, instance_knobs, nccl, share_gpus
+Importing is cheap: the C++ runtime and the hook machinery load at the first DDP construction; on a
+CUDA machine what NCCL reads at its first communicator (NCCL's sockets, acspeed.instance_knobs) is
+looked up at the first process group (acspeed.first_group), before torch builds it."""
+from . import _exit, _patch, first_group, nccl
 
 from ._patch import attach_observer
 
@@ -65,8 +66,7 @@ def _start() -> None:
     unsupported = _supported.problems()
     if not unsupported:
         nccl.export_plugin()
-        share_gpus.prepare_process()  # before any NCCL communicator; nothing unless ACSPEED_SHARE_GPUS=1
-        instance_knobs.prepare_process()  # NCCL's sockets, before any communicator; nothing without CUDA
+        first_group.install()  # NCCL's variables (shared GPUs, sockets) at the first process group
         _patch.install()
         return
     from . import _runtime  # noqa: PLC0415

@@ -1,13 +1,14 @@
 """The knobs of the instance, not of the model: NCCL's sockets over TCP (NCCL_SOCKET_NTHREADS x
 NCCL_NSOCKS_PERTHREAD), which NCCL reads once per process and which a communicator uses as soon as it
 connects, at init_process_group when `device_id` is passed: before acspeed knows the model. So
-`import acspeed` sets them at import time, from what the runtime's resolve_instance_knobs
+they are set when the job builds its first process group, before torch builds it (first_group.py;
+not at `import acspeed`, which loads nothing of the runtime), from what the runtime's resolve_instance_knobs
 (db/include/acspeed/resolve.h) finds: ACSPEED_NCCL_SOCKETS, ACSPEED_CONFIG, or the store's active
 decisions for this instance type and node count (several that disagree set nothing, said once).
 
 Only where torch can use CUDA (NCCL carries the job). A job that set either variable itself keeps
-its own (a pin, said in one line). Where torch cannot use CUDA this module asks nothing of the
-runtime, so `import acspeed` stays as cheap as before on CPU machines."""
+its own (a pin, said in one line), also one set after `import acspeed` but before the first process
+group. Where torch cannot use CUDA this module asks nothing of the runtime."""
 import os
 from typing import Dict, MutableMapping
 
@@ -15,7 +16,7 @@ VARIABLES = ("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD")
 
 
 def prepare_process(environ: MutableMapping[str, str] = os.environ) -> Dict[str, str]:
-    """At `import acspeed`, before any communicator: sets the instance knobs' variables and returns
+    """At the job's first process group, before any communicator (first_group.py): sets the instance knobs' variables and returns
     those it set ({} when none). A problem (no runtime, a bad NNODES, an unreadable store) is one
     warning and nothing set, an error under ACSPEED_STRICT=1."""
     import torch  # noqa: PLC0415 - loaded by `import acspeed` already

@@ -227,9 +227,10 @@ class _Plan:
         core = _runtime.core()
         options = {key: _TEST[key] for key in ("window_steps", "discard_steps", "max_windows") if key in _TEST}
         held = reducer.unavailable(arguments)
+        warmup = int(_TEST.get("warmup", WARMUP_STEPS))
         tuner = core.OnlineTuner(json.dumps(_passed_ddp_arguments(arguments)), nnodes=core.node_count(world),
                                  gpu=device.type == "cuda", world_size=world, lookahead=2,
-                                 rebuild_reducer=held is None, **options)
+                                 rebuild_reducer=held is None, warmup_steps=warmup, **options)
         _Plan.tuner = tuner
         first = tuner.window(0)
         if first.settled:
@@ -238,7 +239,7 @@ class _Plan:
         baseline = next(i for i, item in enumerate(configs) if core.CommConfig.from_json(json.dumps(item))[0]
                         == tuner.baseline)
         return {"configs": configs, "plans": [_plan_row(first), _plan_row(tuner.window(1))],
-                "warmup": int(_TEST.get("warmup", WARMUP_STEPS)), "max_steps": tuner.max_exploration_steps,
+                "warmup": warmup, "max_steps": tuner.max_exploration_steps,
                 "window_steps_max": tuner.max_window_steps, "pinned": list(tuner.pinned), "baseline": baseline,
                 "held": held}
 
@@ -275,6 +276,7 @@ def begin(ddp, state, payload: dict, group, device: torch.device, parameters) ->
         atexit.register(_at_exit, weakref.ref(stepper))
     stepper.state, stepper.parameters = state, parameters
     stepper.buckets = stepper.buckets_of(stepper.configs[stepper.baseline])
+    stepper.gradient_bytes = sum(p.numel() * p.element_size() for p in ddp.module.parameters() if p.requires_grad)
     state.stepper = stepper
     _STEPPERS[ddp] = stepper
     stepper.pre_forward = ddp.register_forward_pre_hook(_before_forward)
@@ -406,6 +408,7 @@ class Stepper:
         self.buckets: Optional[tuple] = None  # (bucket_cap_mb, bucket_cap_mb_list, first MiB) the reducer was built with
         self.pre_forward = None  # the forward pre-hook's handle while the reducer may be rebuilt
         self.prepared = -1      # the step whose forward set up its window (before_forward)
+        self.gradient_bytes = 0  # the model's gradients, bytes (begin)
 
     def stop(self, why: str) -> None:
         """Tuning ends without a decision (the user's own comm hook took over, a config's lanes could
@@ -440,11 +443,14 @@ class Stepper:
             return
         self._rebuild(ddp, self.configs[ordinal], hooked=True)
 
-    def _rebuild(self, ddp, config, hooked: bool) -> None:
+    def _rebuild(self, ddp, config, hooked: bool, exact: bool = False) -> None:
         """The reducer with the config's buckets (acspeed.reducer), with acspeed's hook (`hooked`)
-        or none. Nothing when the buckets are the same and the hook stays."""
+        or none. Nothing when the hook stays and the arguments are the same, or (unless `exact`:
+        the end state) when both cut the gradients into the same single bucket: a rebuild would
+        cost a step its overlap and DDP's runtime logging its statistics for nothing."""
         buckets = self.buckets_of(config)
-        if buckets == self.buckets and hooked:
+        if hooked and (buckets == self.buckets or (not exact and self._one_bucket(ddp, buckets)
+                                                   and self._one_bucket(ddp, self.buckets))):
             return
         cap, caps, first = buckets
         with apply._first_bucket(first):
@@ -455,13 +461,19 @@ class Stepper:
             if self.state.user_hook is not None:  # acspeed's hook hands every bucket to theirs
                 ddp.logger._set_comm_hook_name(getattr(self.state.user_hook[0], "__qualname__", "user hook"))
 
+    def _one_bucket(self, ddp, buckets: tuple) -> bool:
+        """Whether every gradient fits the smallest bucket these arguments give (one bucket)."""
+        cap, caps, first = buckets
+        with apply._first_bucket(first):
+            return self.gradient_bytes < reducer.smallest_cap(ddp, cap, caps)
+
     def _set_up_decision(self, ddp, ordinal: int) -> None:
         """The forward before the decision's first step: what `import acspeed` builds from it."""
         decided = self.configs[ordinal]
         state = self.state
         self.window += 1
         if decided.needs_comm_hook() or self.held:  # held: DDP's reducer stays, and with it acspeed's hook
-            self._rebuild(ddp, decided, hooked=True)
+            self._rebuild(ddp, decided, hooked=True, exact=True)
             self._switch(state, self.steps, ordinal)
         else:  # DDP's own reduction: a reducer without any hook, the lanes released
             self._rebuild(ddp, decided, hooked=False)

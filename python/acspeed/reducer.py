@@ -46,6 +46,17 @@ def unavailable(arguments: dict) -> Optional[str]:
     return None
 
 
+def smallest_cap(ddp, bucket_cap_mb: Optional[float], bucket_cap_mb_list: Optional[list]) -> int:
+    """The smallest bucket limit, in bytes, of a reducer that rebuild() would build with these
+    arguments (the first bucket's included: read as rebuild reads it)."""
+    from torch.nn.parallel import distributed  # noqa: PLC0415
+
+    config = distributed._BucketCapacityConfig.create(bucket_cap_mb=bucket_cap_mb,
+                                                      bucket_cap_mb_list=bucket_cap_mb_list,
+                                                      use_python_reducer=ddp._use_python_reducer)
+    return min([config.first_bucket_bytes_cap, config.bucket_bytes_cap, *config.per_bucket_bytes_caps])
+
+
 def rebuild(ddp, bucket_cap_mb: Optional[float], bucket_cap_mb_list: Optional[list]) -> None:
     """Gives `ddp` a new reducer whose buckets are those DDP(..., bucket_cap_mb=..., bucket_cap_mb_list=...)
     builds (None: DDP's default). Local to this rank; call it on every rank between the same two

@@ -59,9 +59,9 @@ def _ranks_per_node(environ: Mapping[str, str]) -> Optional[int]:
 
 
 def prepare_process(environ=os.environ) -> bool:
-    """At `import acspeed` (the trial worker imports it too), before any communicator: under the
-    setting, when this node's ranks (LOCAL_WORLD_SIZE) outnumber its GPUs, sets this rank's NCCL
-    variables (nccl_environment) and returns True; otherwise changes nothing and returns False.
+    """At the job's first process group (first_group.py; the trial worker's too), before any
+    communicator: under the setting, when this node's ranks (LOCAL_WORLD_SIZE) outnumber its GPUs,
+    sets this rank's NCCL variables (nccl_environment) and returns True; otherwise changes nothing and returns False.
     ACSPEED_DISABLE=1 turns this off with the rest of acspeed. A bad value of either setting (or no
     runtime) is one warning and no sharing, an error under ACSPEED_STRICT=1."""
     if environ.get(SETTING, "") == "":

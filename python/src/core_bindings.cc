@@ -100,7 +100,7 @@ std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arg
                                                       const std::string& model_signature,
                                                       const std::string& precision, int window_steps,
                                                       int discard_steps, int lookahead, int max_windows,
-                                                      bool rebuild_reducer) {
+                                                      bool rebuild_reducer, int warmup_steps) {
   const auto arguments = nlohmann::json::parse(ddp_arguments, nullptr, false);
   if (arguments.is_discarded()) ACS_THROW(InvalidArgument, "the DDP arguments '{}' are not JSON", ddp_arguments);
   tuner::OnlineOptions o;
@@ -109,6 +109,7 @@ std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arg
   o.discard_steps = discard_steps;
   o.lookahead = lookahead;
   o.max_windows = max_windows;
+  o.warmup_steps = warmup_steps;
   o.world_size = world_size;
   o.nnodes = nnodes;
   if (!store_path.empty()) {
@@ -254,6 +255,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("config", &tuner::WindowPlan::config)
       .def_readonly("steps", &tuner::WindowPlan::steps)
       .def_readonly("discard", &tuner::WindowPlan::discard)
+      .def_readonly("first_step", &tuner::WindowPlan::first_step)
       .def_property_readonly("role", [](const tuner::WindowPlan& w) {
         return w.role == tuner::WindowRole::kCandidate ? "candidate" : "baseline";
       })
@@ -267,7 +269,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("window_steps") = tuner::OnlineOptions{}.window_steps,
            py::arg("discard_steps") = tuner::OnlineOptions{}.discard_steps,
            py::arg("lookahead") = tuner::OnlineOptions{}.lookahead,
-           py::arg("max_windows") = tuner::OnlineOptions{}.max_windows, py::arg("rebuild_reducer") = true)
+           py::arg("max_windows") = tuner::OnlineOptions{}.max_windows, py::arg("rebuild_reducer") = true,
+           py::arg("warmup_steps") = tuner::OnlineOptions{}.warmup_steps)
       .def("window", &tuner::OnlineTuner::window, py::arg("k"))
       .def("push", &tuner::OnlineTuner::push, py::arg("k"), py::arg("step_times_s"))
       .def_property_readonly("settled", &tuner::OnlineTuner::settled)

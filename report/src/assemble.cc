@@ -73,6 +73,39 @@ std::optional<double> samples_per_s(const SessionRecord& session, double step_s)
   return static_cast<double>(session.batch_size * session.world_size) / step_s;
 }
 
+// The window an online session's trial recorded in its metrics ("online_window"); nullopt when the
+// metrics hold none, or one without the fields a window has.
+std::optional<OnlineWindow> window_of(const std::string& metrics_json) {
+  const json metrics = parse_or_null(metrics_json);
+  if (!metrics.is_object() || !metrics.contains("online_window")) return std::nullopt;
+  const json& w = metrics["online_window"];
+  if (!w.is_object()) return std::nullopt;
+  const auto integer = [&w](const char* key) {
+    return w.contains(key) && w[key].is_number_integer() ? std::optional(w[key].get<int64_t>()) : std::nullopt;
+  };
+  const auto first = integer("first_step"), steps = integer("steps");
+  if (!first || !steps || *steps < 1) return std::nullopt;
+  OnlineWindow window;
+  window.first_step = *first;
+  window.steps = *steps;
+  window.last_step = *first + *steps - 1;
+  window.discarded = integer("discarded").value_or(0);
+  window.ran = w.value("role", std::string());
+  window.phase = w.value("phase", std::string());
+  if (const auto pair = integer("pair"); pair && *pair >= 0) window.pair = pair;
+  window.used = w.value("used", false);
+  return window;
+}
+
+// A step count an online session's options recorded ({"online": {"warmup_steps": 10, ...}}).
+std::optional<int64_t> online_step_of(const std::string& options_json, const char* key) {
+  const json options = parse_or_null(options_json);
+  if (!options.is_object() || !options.contains("online") || !options["online"].is_object()) return std::nullopt;
+  const json& online = options["online"];
+  if (!online.contains(key) || !online[key].is_number_integer()) return std::nullopt;
+  return online[key].get<int64_t>();
+}
+
 bool usable(const TrialSummary& t) { return t.record.status == TrialStatus::kOk && t.stats.has_value(); }
 
 std::optional<PooledTimes> pool(const Report& report, const std::string& label, const std::string& source,
@@ -145,7 +178,8 @@ std::vector<RepeatPair> find_pairs(const Report& report) {
   std::map<int64_t, const TrialSummary*> candidates, baselines;
   for (const auto& t : report.trials) {
     auto* side = t.record.role == TrialRole::kCandidate ? &candidates : t.record.role == TrialRole::kBaseline ? &baselines : nullptr;
-    if (!side) continue;
+    // An online window run while the verdict's last results were awaited is not one of its pairs.
+    if (!side || (t.window && !t.window->used)) continue;
     const int64_t index = t.metrics.pair ? *t.metrics.pair : static_cast<int64_t>(side->size());
     side->emplace(index, &t);
   }
@@ -203,6 +237,9 @@ Report build_report(const Store& store, int64_t session_id) {
       // Not a metrics object of this schema: no breakdown; the report rests on the raw step times
       // (the JSON report carries the column as it is).
     }
+    if (report.session.kind == SessionKind::kOnline) {
+      t.window = window_of(record.metrics_json);
+    }
     if (t.stats) t.samples_per_s = samples_per_s(report.session, t.stats->p50);
     // The metric is per device; the report's rate is the whole job's.
     if (!t.samples_per_s && t.metrics.samples_per_s > 0 && report.session.world_size > 0) {
@@ -256,6 +293,10 @@ Report build_report(const Store& store, int64_t session_id) {
   for (const auto& [key, value] : flatten_column(report.session.versions_json)) {
     if (key == "torch_nccl" || key == "torch_cuda") continue;
     report.versions.emplace_back(key, key == "nccl" ? nccl_text(job) : key == "cuda" ? cuda_text(job) : value);
+  }
+  if (report.session.kind == SessionKind::kOnline) {
+    report.warmup_steps = online_step_of(report.session.options_json, "warmup_steps");
+    report.decision_from_step = online_step_of(report.session.options_json, "decision_from_step");
   }
   report.search_space = flatten_column(report.session.search_space_json);
   report.options = flatten_column(report.session.options_json);

@@ -3,8 +3,9 @@
 // first, then the plots, the trials and the settings. The five plots: throughput against bucket
 // size per algorithm/streams, the step-time distribution of the best configuration vs the
 // baseline, the compute / exposed-communication breakdown per trial, each trial's steps against the
-// step model's bound, and the loss trajectories the convergence guard compared. Every string that
-// comes from the store goes through escape_markup().
+// step model's bound, and the loss trajectories the convergence guard compared; an online session's
+// windows over the job's steps first, with their table. Every string that comes from the store goes
+// through escape_markup().
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -26,6 +27,7 @@ const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56
 constexpr const char* kComputeColour = "#0072B2";
 constexpr const char* kExposedColour = "#D55E00";
 constexpr const char* kRestColour = "#C8C8C8";
+constexpr const char* kOwnDdpColour = "#7F7F7F";  // an online session's windows of the job's own DDP
 
 std::string e(std::string_view text) { return escape_markup(text); }
 
@@ -373,6 +375,119 @@ std::string loss_chart(const Report& r) {
   return svg.str();
 }
 
+// An online session's windows over the job's steps: the warm-up as a grey band, each window's
+// measured steps as dots at their step (its discarded first steps as a pale band), its p50 as a bar
+// across it, one colour per config (the job's own DDP grey), and where exploration ended.
+std::string windows_chart(const Report& r) {
+  std::vector<const TrialSummary*> windows;
+  for (const auto& t : r.trials) {
+    if (t.window && t.stats) windows.push_back(&t);
+  }
+  if (windows.empty()) return note("No window with measured steps to plot.");
+  int64_t end = r.decision_from_step.value_or(0);  // the x axis ends there, or at the last window's end
+  double lo = windows.front()->stats->min, hi = windows.front()->stats->max;
+  for (const auto* t : windows) {
+    end = std::max(end, t->window->last_step + 1);
+    lo = std::min(lo, t->stats->min);
+    hi = std::max(hi, t->stats->max);
+  }
+  // Colours: the job's own DDP grey, each candidate config its own, in the order they first ran.
+  std::vector<std::pair<std::string, const char*>> legend;
+  const auto colour_of = [&legend](const TrialSummary& t) {
+    const bool own = t.window->ran == "baseline";
+    const std::string label = own ? fmt::format("job's own DDP: {}", t.config_text) : t.config_text;
+    for (const auto& [known, c] : legend) {
+      if (known == label) return c;
+    }
+    const size_t candidates = static_cast<size_t>(std::count_if(
+        legend.begin(), legend.end(), [](const auto& entry) { return entry.second != kOwnDdpColour; }));
+    const char* c = own ? kOwnDdpColour : colour(candidates);
+    legend.emplace_back(label, c);
+    return c;
+  };
+  constexpr double kLeft = 70, kTop = 24, kPlotW = 800, kPlotH = 280;
+  const double legend_top = kTop + kPlotH + 52;
+  for (const auto* t : windows) colour_of(*t);
+  Svg svg(900, legend_top + 18 * static_cast<double>(legend.size() + 1), "Online windows over the job's steps");
+  const Scale x{0, static_cast<double>(end), kLeft, kLeft + kPlotW};
+  const auto y_ticks = axis_ticks(lo * 1e3, hi * 1e3, false);
+  const Scale y{y_ticks.front(), y_ticks.back(), kTop + kPlotH, kTop};
+  if (r.warmup_steps && *r.warmup_steps > 0) {
+    svg.rect(x(0), kTop, x(static_cast<double>(*r.warmup_steps)) - x(0), kPlotH, "#ececec",
+             fmt::format("warm-up: steps 0-{}, the job's own DDP, untimed", *r.warmup_steps - 1));
+    svg.text(x(0) + 4, kTop - 6, "warm-up", {"start", 11, "#555"});
+  }
+  for (double v : y_ticks) {
+    svg.line(kLeft, y(v), kLeft + kPlotW, y(v), "#e4e4e4");
+    svg.text(kLeft - 8, y(v) + 4, tick_label(v), {"end", 11});
+  }
+  for (double v : nice_ticks(0, static_cast<double>(end), 8)) {
+    svg.line(x(v), kTop + kPlotH, x(v), kTop + kPlotH + 4, "#555");
+    svg.text(x(v), kTop + kPlotH + 18, tick_label(v), {"middle", 11});
+  }
+  svg.line(kLeft, kTop + kPlotH, kLeft + kPlotW, kTop + kPlotH, "#555");
+  svg.line(kLeft, kTop, kLeft, kTop + kPlotH, "#555");
+  svg.text(kLeft + kPlotW / 2, kTop + kPlotH + 40, "job step (synchronised backward passes, from 0)", {"middle", 12});
+  svg.text(16, kTop + kPlotH / 2, "step time (ms, max over ranks)", {"middle", 12, "#333", false, -90});
+  for (const auto* t : windows) {
+    const auto& w = *t->window;
+    const char* c = colour_of(*t);
+    const double first = static_cast<double>(w.first_step), measured = first + static_cast<double>(w.discarded);
+    svg.line(x(first), kTop, x(first), kTop + kPlotH, "#f0f0f0");
+    if (w.discarded > 0) {
+      svg.rect(x(first), kTop, x(measured) - x(first), kPlotH, "#f7f3e8",
+               fmt::format("window {}: steps {}-{} discarded (a switch)", t->record.ordinal, w.first_step,
+                           w.first_step + w.discarded - 1));
+    }
+    for (size_t k = 0; k < t->record.step_times_s.size(); ++k) {
+      svg.circle(x(measured + static_cast<double>(k) + 0.5), y(t->record.step_times_s[k] * 1e3), 2.2, c, 0.55);
+    }
+    const double p50 = y(t->stats->p50 * 1e3);
+    svg.line(x(measured), p50, x(static_cast<double>(w.last_step + 1)), p50, c, 3);
+    svg.circle((x(measured) + x(static_cast<double>(w.last_step + 1))) / 2, p50, 4, c, 1,
+               fmt::format("window {} ({}, {}{}{}): {}; steps {}-{}, {} discarded; p50 {} ms", t->record.ordinal,
+                           w.ran, w.phase, w.pair ? fmt::format(", pair {}", *w.pair) : "",
+                           w.used ? "" : ", not used", t->config_text, w.first_step, w.last_step, w.discarded,
+                           format_ms(t->stats->p50)));
+  }
+  if (r.decision_from_step) {
+    int64_t measured_end = 0;
+    for (const auto* t : windows) measured_end = std::max(measured_end, t->window->last_step + 1);
+    if (*r.decision_from_step > measured_end) {
+      svg.rect(x(static_cast<double>(measured_end)), kTop,
+               x(static_cast<double>(*r.decision_from_step)) - x(static_cast<double>(measured_end)), kPlotH, "#f3f3f3",
+               fmt::format("steps {}-{}: ran while the verdict was reached, not measured", measured_end,
+                           *r.decision_from_step - 1));
+    }
+    const double at = x(static_cast<double>(*r.decision_from_step));
+    svg.line(at, kTop, at, kTop + kPlotH, "#000", 1.5, true);
+    svg.text(at - 4, kTop - 6, fmt::format("decision from step {}", *r.decision_from_step), {"end", 11, "#000"});
+  }
+  double legend_y = legend_top;
+  for (const auto& [label, c] : legend) {
+    svg.rect(kLeft, legend_y - 9, 14, 10, c);
+    svg.text(kLeft + 20, legend_y, label, {"start", 12});
+    legend_y += 18;
+  }
+  svg.text(kLeft, legend_y, "dots: measured steps; bar: the window's p50; pale band: discarded steps after a switch",
+           {"start", 11, "#555"});
+  return svg.str();
+}
+
+std::string text_table(const TextTable& table) {
+  std::string out = "<div class=\"wide\"><table>\n<tr>";
+  for (const auto& title : table.header) out += fmt::format("<th>{}</th>", e(title));
+  out += "</tr>\n";
+  for (const auto& row : table.rows) {
+    out += "<tr>";
+    for (size_t i = 0; i < row.size(); ++i) {
+      out += fmt::format("<td{}>{}</td>", table.numeric[i] ? " class=\"num\"" : "", e(row[i]));
+    }
+    out += "</tr>\n";
+  }
+  return out + "</table></div>\n";
+}
+
 void key_value_table(std::string& out, const std::vector<std::pair<std::string, std::string>>& rows) {
   out += "<table class=\"kv\">\n";
   for (const auto& [key, value] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", e(key), e(value));
@@ -470,16 +585,24 @@ std::string render_html(const Report& r, const RenderOptions& options) {
       "<h1>acspeed tuning report: session {}</h1>\n",
       s.id, e(s.model_name), kStyle, s.id);
   if (!command.empty()) out += fmt::format("<div class=\"sub\">Generated by: {}</div>\n", e(command));
-  out += fmt::format("<p class=\"sub\">{} on {}: {} device(s) on {} node(s), batch {} per device, {}; session {}, "
-                     "started {} (UTC)</p>\n",
+  out += fmt::format("<p class=\"sub\">{} on {}: {} device(s) on {} node(s), batch {} per device, {}; {} session "
+                     "{}, started {} (UTC)</p>\n",
                      e(s.model_name), e(s.instance_type), s.world_size, s.nnodes, s.batch_size, e(s.precision),
-                     e(to_string(s.status)), e(s.started_at));
+                     e(session_kind_text(s)), e(to_string(s.status)), e(s.started_at));
 
   // What was decided and why, in words, first; then the plots; then the trials and the settings.
   out += "<h2>Decision</h2>\n";
   out += decision_section(r);
 
-  out += "<h2>Plots</h2>\n<figure><figcaption>Throughput against bucket size, one line per algorithm / streams "
+  out += "<h2>Plots</h2>\n";
+  if (s.kind == SessionKind::kOnline) {
+    out += fmt::format("<figure><figcaption>Online windows over the job's steps (hover a window's bar for its "
+                       "pair and times)</figcaption>\n{}</figure>\n<p>{}</p>\n",
+                       windows_chart(r), e(windows_preamble(r)));
+    const TextTable windows = windows_table(r);
+    if (!windows.rows.empty()) out += text_table(windows);
+  }
+  out += "<figure><figcaption>Throughput against bucket size, one line per algorithm / streams "
          "(search trials; hover a point for its trial)</figcaption>\n";
   out += throughput_chart(r);
   out += "</figure>\n<figure><figcaption>Step-time distribution of the best configuration against DDP's "
@@ -501,7 +624,8 @@ std::string render_html(const Report& r, const RenderOptions& options) {
   out += trials_table(r);
 
   out += "<h2>Settings</h2>\n<div class=\"row\"><div>\n<h3>Session</h3>\n";
-  key_value_table(out, {{"Instance type", s.instance_type},
+  key_value_table(out, {{"Kind", session_kind_text(s)},
+                        {"Instance type", s.instance_type},
                         {"Model", s.model_name},
                         {"Model signature", s.model_signature},
                         {"Precision", s.precision},

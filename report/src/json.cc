@@ -48,6 +48,12 @@ void to_json(json& j, const RepeatPair& p) {
        {"speedup", p.speedup}};
 }
 
+void to_json(json& j, const OnlineWindow& w) {
+  j = {{"first_step", w.first_step}, {"last_step", w.last_step},         {"steps", w.steps},
+       {"discarded", w.discarded},   {"ran", w.ran},                     {"phase", w.phase},
+       {"pair", optional_object(w.pair)}, {"used", w.used}};
+}
+
 namespace {
 
 std::optional<double> per_device(std::optional<double> rate, int64_t world_size) {
@@ -82,6 +88,7 @@ json trial_json(const TrialSummary& t, int64_t world_size) {
           {"guard", t.metrics.guard},
           {"inflation", t.metrics.inflation ? nlohmann::json(*t.metrics.inflation) : nlohmann::json(nullptr)},
           {"effective_speedup_vs_baseline", optional_object(effective_speedup_vs_baseline(t))},
+          {"window", optional_object(t.window)},
           {"metrics", column(r.metrics_json)}};
 }
 
@@ -133,6 +140,13 @@ json model_json(const Report& r) {
   return j;
 }
 
+// An online session's job: its warm-up and where exploration ended (the windows are the trials').
+json online_json(const Report& r) {
+  if (r.session.kind != SessionKind::kOnline) return nullptr;
+  return {{"warmup_steps", optional_object(r.warmup_steps)},
+          {"decision_from_step", optional_object(r.decision_from_step)}};
+}
+
 }  // namespace
 
 std::string render_json(const Report& r, const RenderOptions& options) {
@@ -155,6 +169,7 @@ std::string render_json(const Report& r, const RenderOptions& options) {
         {"strategy", s.strategy},
         {"seed", s.seed},
         {"status", to_string(s.status)},
+        {"kind", to_string(s.kind)},
         {"started_at", s.started_at},
         {"finished_at", s.finished_at.empty() ? json(nullptr) : json(s.finished_at)},
         {"search_space", column(s.search_space_json)},
@@ -165,6 +180,7 @@ std::string render_json(const Report& r, const RenderOptions& options) {
       {"trials", trials},
       {"decision", decision_json(r)},
       {"model", model_json(r)},
+      {"online", online_json(r)},
   };
   // Replace invalid UTF-8 from the store instead of failing the whole report.
   return document.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -186,4 +186,49 @@ std::string trials_preamble(const Report& r) {
   return out;
 }
 
+std::string session_kind_text(const SessionRecord& session) {
+  return session.kind == SessionKind::kOnline ? "online (tuned inside the training job)" : "offline (acspeed-tune)";
+}
+
+std::string windows_preamble(const Report& r) {
+  size_t windows = 0;
+  for (const auto& t : r.trials) windows += t.window ? 1 : 0;
+  if (windows == 0) return "No window of this session recorded where it ran among the job's steps.";
+  std::string out = "Online tuning ran inside the training job; steps count from 0, the job's first synchronised "
+                    "backward. ";
+  if (r.warmup_steps) {
+    out += *r.warmup_steps > 0 ? fmt::format("Steps 0-{} warmed up on the job's own DDP, untimed. ", *r.warmup_steps - 1)
+                               : "No warm-up steps. ";
+  }
+  out += fmt::format("Then {} window(s) alternated the job's own DDP (\"baseline\") with candidates in pairs; a "
+                     "window's first steps after a switch ran but were not measured (\"discarded\"). ",
+                     windows);
+  if (r.decision_from_step) {
+    out += fmt::format("The decision runs from step {} (a window that ran while the verdict was reached is not "
+                       "measured). ",
+                       *r.decision_from_step);
+  }
+  return out + "Step times are the maximum over ranks.";
+}
+
+TextTable windows_table(const Report& r) {
+  TextTable table;
+  table.header = {"Window", "First step", "Last step", "Discarded", "Ran", "Phase", "Pair", "Used", "Config",
+                  "Measured steps", "p50 (ms)", "Min (ms)", "Max (ms)"};
+  table.numeric = {true, true, true, true, false, false, true, false, false, true, true, true, true};
+  for (const auto& t : r.trials) {
+    if (!t.window) continue;
+    const auto& w = *t.window;
+    const auto stat = [&t](double StepStats::*field) {
+      return format_ms(t.stats ? std::optional((*t.stats).*field) : std::nullopt);
+    };
+    table.rows.push_back({std::to_string(t.record.ordinal), std::to_string(w.first_step), std::to_string(w.last_step),
+                          std::to_string(w.discarded), w.ran.empty() ? "-" : w.ran, w.phase.empty() ? "-" : w.phase,
+                          w.pair ? std::to_string(*w.pair) : "-", w.used ? "yes" : "no", t.config_text,
+                          std::to_string(t.record.step_times_s.size()), stat(&StepStats::p50),
+                          stat(&StepStats::min), stat(&StepStats::max)});
+  }
+  return table;
+}
+
 }  // namespace acspeed::report

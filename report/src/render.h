@@ -17,6 +17,7 @@ namespace acspeed::report {
 void to_json(nlohmann::json& j, const StepStats& stats);
 void to_json(nlohmann::json& j, const PooledTimes& pooled);
 void to_json(nlohmann::json& j, const RepeatPair& pair);
+void to_json(nlohmann::json& j, const OnlineWindow& window);
 
 // The renderers (markdown.cc, json.cc, csv.cc, html.cc).
 std::string render_markdown(const Report& report, const RenderOptions& options);
@@ -46,5 +47,22 @@ std::optional<double> effective_speedup_vs_baseline(const TrialSummary& trial);
 std::vector<std::string> decision_facts(const Report& report);
 // The sentence introducing the trials table: what the baseline is, how rates are computed.
 std::string trials_preamble(const Report& report);
+
+// The session's kind for people: "offline (acspeed-tune)", "online (tuned inside the training job)".
+std::string session_kind_text(const SessionRecord& session);
+
+// A table for people, the same in Markdown and HTML: its header, which columns are numbers (right
+// aligned), and its rows of cells ("-" for a missing value).
+struct TextTable {
+  std::vector<std::string> header;
+  std::vector<bool> numeric;
+  std::vector<std::vector<std::string>> rows;
+};
+// An online session's windows over the job's steps: the sentence introducing them (the warm-up, the
+// pairs, the discarded steps, where exploration ended), and one row per window (its ordinal, first
+// and last step, discarded steps, what it ran, phase, pair, whether it was used, config, measured
+// steps and their p50 / min / max). Empty rows for a session without windows.
+std::string windows_preamble(const Report& report);
+TextTable windows_table(const Report& report);
 
 }  // namespace acspeed::report

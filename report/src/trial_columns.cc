@@ -89,6 +89,22 @@ const std::vector<TrialColumn>& trial_columns() {
       {"config_json", "Config JSON", K::kText, kInCsv, [](R, T t) -> CellValue { return t.record.config_json; }},
       {"bound_s", "Bound", K::kSeconds, kInAll, [](R, T t) -> CellValue { return t.bound_s; }},
       {"efficiency", "Efficiency", K::kFraction, kInAll, [](R, T t) -> CellValue { return t.efficiency; }},
+      // The session's kind, and where an online session's window ran among the job's steps (the
+      // human formats show these in their windows table).
+      {"session_kind", "Session kind", K::kText, kInCsv,
+       [](R r, T) -> CellValue { return std::string(to_string(r.session.kind)); }},
+      {"window_first_step", "First step", K::kCount, kInCsv,
+       [](R, T t) -> CellValue { return t.window ? count(t.window->first_step) : std::nullopt; }},
+      {"window_last_step", "Last step", K::kCount, kInCsv,
+       [](R, T t) -> CellValue { return t.window ? count(t.window->last_step) : std::nullopt; }},
+      {"window_discarded_steps", "Discarded", K::kCount, kInCsv,
+       [](R, T t) -> CellValue { return t.window ? count(t.window->discarded) : std::nullopt; }},
+      {"window_ran", "Ran", K::kText, kInCsv, [](R, T t) -> CellValue { return t.window ? t.window->ran : ""; }},
+      {"window_phase", "Phase", K::kText, kInCsv, [](R, T t) -> CellValue { return t.window ? t.window->phase : ""; }},
+      {"window_pair", "Pair", K::kCount, kInCsv,
+       [](R, T t) -> CellValue { return t.window && t.window->pair ? count(*t.window->pair) : std::nullopt; }},
+      {"window_used", "Used", K::kText, kInCsv,
+       [](R, T t) -> CellValue { return t.window ? std::string(t.window->used ? "true" : "false") : ""; }},
   };
   return columns;
 }

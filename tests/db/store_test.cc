@@ -259,6 +259,27 @@ TEST(ConfigStore, SessionsAndTrialsKeepRawStepTimes) {
   EXPECT_FALSE(back->finished_at.empty());
 }
 
+TEST(ConfigStore, ADecisionsKindIsItsSessionsOrImportedWithoutOne) {
+  TempDir dir;
+  auto store = open_rw(dir.file("s.db"));
+  SessionRecord session;
+  session.instance_type = "cpu-2xTest";
+  session.model_signature = "p2-1";
+  session.precision = "fp32";
+  session.world_size = 2;
+  Decision offline = sample_decision();
+  offline.session_id = store->create_session(session);
+  session.kind = SessionKind::kOnline;
+  Decision online = sample_decision();
+  online.session_id = store->create_session(session);
+  EXPECT_EQ(decision_kind(*store, offline), "offline");
+  EXPECT_EQ(decision_kind(*store, online), "online");
+  EXPECT_EQ(decision_kind(*store, sample_decision()), "imported");  // no session
+  Decision gone = sample_decision();
+  gone.session_id = 999;  // a session this store does not hold
+  EXPECT_EQ(decision_kind(*store, gone), "imported");
+}
+
 TEST(ConfigStore, InstanceTypesRecordTheirDetails) {
   TempDir dir;
   auto store = open_rw(dir.file("s.db"));

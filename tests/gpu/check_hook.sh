@@ -29,6 +29,7 @@ source "$repo/tests/gpu/lib.sh"
 
 require_gpu
 report_acspeed
+read_nccl_process_groups
 require_cuda_torch
 build_probes "$logs/build.log"
 echo "torch $("$python" -c 'import torch; print(torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))')"
@@ -43,8 +44,8 @@ worker() {
 }
 
 # Once per NCCL process group this torch has (torch 2.15: nccl2 and the classic group; 2.11: the
-# classic one), each with its share of the time left; the workers say which implementation ran.
-mapfile -t groups < <(nccl_process_groups)
+# classic one; read_nccl_process_groups above), each with its share of the time left; the workers say
+# which implementation ran.
 ran=()
 for entry in "${groups[@]}"; do
   read -r use_nccl2 impl <<<"$entry"

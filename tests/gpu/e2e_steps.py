@@ -12,6 +12,9 @@ run with any Python and are tested on the CPU by tests/python/test_gpu_e2e_check
   e2e_steps.py cupti BENCH.json
       the benchmark's --profile breakdown: backend cupti, NCCL kernels counted as communication,
       exposed communication below the step
+  e2e_steps.py group REPORT.json|BENCH.json IMPLEMENTATION
+      the implementation that ran the default process group ("nccl2", "nccl"), as the tuning report
+      (its session's versions: the workers') or the benchmark's JSON records it, is IMPLEMENTATION
 
 Each prints what it found; a failed step exits non-zero with the reason."""
 import json
@@ -85,6 +88,15 @@ def cupti(bench: dict) -> str:
     return found
 
 
+def process_group(document: dict, expected: str) -> str:
+    """Which implementation ran the default process group; ValueError when not `expected`."""
+    versions = document["session"]["versions"] if "session" in document else document["versions"]
+    ran = versions.get("process_group") or "not recorded"
+    if ran != expected:
+        raise ValueError(f"the default process group ran on {ran}, not {expected}")
+    return f"process group: {ran}"
+
+
 def main(argv) -> int:
     step, args = argv[0], argv[1:]
     try:
@@ -99,8 +111,10 @@ def main(argv) -> int:
             print(nccl_rule_followed(open(args[0], encoding="utf-8", errors="replace").read(), args[1]))
         elif step == "cupti":
             print(cupti(json.load(open(args[0], encoding="utf-8"))))
+        elif step == "group":
+            print(process_group(json.load(open(args[0], encoding="utf-8")), args[1]))
         else:
-            print(f"e2e_steps.py: step '{step}' is not one of decision, nccl, cupti", file=sys.stderr)
+            print(f"e2e_steps.py: step '{step}' is not one of decision, nccl, cupti, group", file=sys.stderr)
             return 2
     except (ValueError, KeyError, StopIteration) as error:
         print(f"FAIL: {type(error).__name__}: {error}", file=sys.stderr)

@@ -1,5 +1,5 @@
 # Shared by the tests/gpu/check_*.sh scripts: `source` it after setting $python and $repo.
-# shellcheck shell=bash disable=SC2154,SC2034  # $python, $repo and worker() come from, and two_nodes_skipped goes to, the sourcing script
+# shellcheck shell=bash disable=SC2154,SC2034  # $python, $repo and worker() come from, and two_nodes_skipped and groups go to, the sourcing script
 
 fail() { echo "FAIL: $*"; exit 1; }
 pass() { echo "ok: $*"; }
@@ -32,6 +32,16 @@ print(" ".join(e.name for e in entry_points(group="torch.distributed.backends"))
     echo "nccl2: not in this torch" >&2
     echo "- nccl"
   fi
+}
+
+# Fills the array $groups with nccl_process_groups' lines and says which groups the check will run
+# on (before anything needs a GPU, so that a run without one still shows it). Exits on failure.
+read_nccl_process_groups() {
+  local entry impls=()
+  mapfile -t groups < <(nccl_process_groups)
+  ((${#groups[@]} > 0)) || fail "no NCCL process group found for $python"
+  for entry in "${groups[@]}"; do impls+=("${entry#* }"); done
+  echo "NCCL process groups to run: ${impls[*]}"
 }
 
 # The tuner ABI version the NCCL of torch under $python asks for first: 6 (with getChunkSize) from

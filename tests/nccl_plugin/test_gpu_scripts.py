@@ -226,6 +226,43 @@ def test_the_hook_check_runs_on_every_nccl_process_group_the_torch_has(repo_root
     assert one.returncode == 0 and one.stdout == "- nccl\n" and one.stderr == "nccl2: not in this torch\n", one
 
 
+# The lent machines' torch 2.11 as the checks ask it, on a machine whose GPU it cannot use: where the
+# installed acspeed lies, its distributed backends (no nccl2), no CUDA device. No torch is imported.
+TORCH_211_WITHOUT_CUDA = """#!/usr/bin/env bash
+case "$*" in
+  *find_spec*) echo "$ACSPEED_GPU_SITE/acspeed" ;;
+  *entry_points*) echo "mpi gloo nccl ucc" ;;
+  *is_nccl_available*) echo 0 ;;
+  *) echo "torch 2.11 stand-in: unexpected arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("check", ["e2e", "hook"])
+def test_the_e2e_and_hook_checks_say_which_groups_they_run_and_why_not_nccl2(repo_root, tmp_path, check):
+    """Under torch 2.11 both checks run on the classic group only and say "nccl2: not in this torch",
+    before they need the GPU (here they then skip: torch sees none). The rehearsal
+    (tests/packaging/test_gpu_rehearsal.py) shows the same line naming both groups under torch 2.15."""
+    site = tmp_path / "site"
+    (site / "bin").mkdir(parents=True)
+    (site / "acspeed" / "examples").mkdir(parents=True)
+    (site / "acspeed" / "examples" / "Pytorch_ddp_benchmark.py").write_text("")
+    python = tmp_path / "python-torch-2.11"
+    python.write_text(TORCH_211_WITHOUT_CUDA)
+    tune = site / "bin" / "acspeed-tune"
+    tune.write_text(f"#!/bin/sh\necho 'acspeed-tune 0.0 (torch 2.11.0, {python})'\n")
+    for script in (python, tune):
+        script.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACSPEED_", "NCCL_", "TORCH_"))}
+    env.update(PATH=fake_nvidia_smi(tmp_path, 1), ACSPEED_PYTHON=str(python), ACSPEED_GPU_INSTALLED="1",
+               ACSPEED_GPU_SITE=str(site), ACSPEED_GPU_LOG_DIR=str(tmp_path / "logs"))
+    done = subprocess.run(["bash", str(repo_root / "tests" / "gpu" / f"check_{check}.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 77, done.stdout + done.stderr
+    assert "NCCL process groups to run: nccl\n" in done.stdout and "nccl2: not in this torch\n" in done.stderr, done
+    assert done.stdout.rstrip().endswith(f"skipped: torch under {python} sees no CUDA device or has no NCCL"), done
+
+
 @pytest.mark.parametrize("setting, value", [("ACSPEED_GPU_CHECK_TIMEOUT", "abc"), ("ACSPEED_GPU_RUN_TIMEOUT", "0"),
                                             ("ACSPEED_GPU_CHECK_TIMEOUT", "-5"), ("ACSPEED_GPU_INSTALL_TIMEOUT", "1.5")])
 def test_run_sh_refuses_a_time_limit_that_is_not_a_positive_number(repo_root, tmp_path, setting, value):

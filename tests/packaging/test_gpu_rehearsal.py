@@ -148,6 +148,11 @@ def test_run_sh_installs_the_wheel_and_every_check_skips_only_for_the_missing_gp
     e2e = (logs / "e2e" / "output.txt").read_text()
     assert re.search(rf"^ok: acspeed-tune [0-9.]+ \(torch \S+, {re.escape(str(device_like['python']))}\)$", e2e,
                      re.MULTILINE), e2e
+    # This torch (2.15) has nccl2 beside the classic group: the end-to-end and hook checks run on both
+    # (under torch 2.11 only the classic one: test_gpu_scripts.py)
+    for check in ("e2e", "hook"):
+        text = (logs / check / "output.txt").read_text()
+        assert "NCCL process groups to run: nccl2 nccl\n" in text and "nccl2: not in this torch" not in text, text
 
     # What comes back: at most 8 files under $OUT, the archive holding every step's log.
     assert sorted(p.name for p in out.iterdir()) == ["acspeed-gpu-logs.tar.gz", "acspeed-gpu-summary.txt"]

@@ -12,6 +12,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import acspeed
 import acspeed._patch
 import acspeed.online
+import acspeed.reducer
 from ddp_scenarios import _write, batches, environment, flat_params, make_model, train
 
 # Short windows so a test settles in well under 200 steps of the tiny model.
@@ -31,6 +32,23 @@ class StepLog:
 
     def bucket_completed(self, index):
         pass
+
+
+class Rebuilds:
+    """Counts the reducer rebuilds online tuning makes (acspeed.reducer.rebuild), with the tuned
+    model's step count at each."""
+
+    def __init__(self):
+        self.steps, self._real = [], acspeed.reducer.rebuild
+        acspeed.reducer.rebuild = self._rebuild
+
+    def _rebuild(self, ddp, *args):
+        self.steps.append(acspeed.online._STEPPERS[ddp].steps)
+        return self._real(ddp, *args)
+
+    def close(self) -> list:
+        acspeed.reducer.rebuild = self._real
+        return self.steps
 
 
 def _tuned(ddp):
@@ -61,14 +79,16 @@ def chooses_the_faster(rank: int, world_size: int) -> dict:
     return out
 
 
-def make_wide_model() -> torch.nn.Module:
-    """Four 600x600 layers (5.8 MB of fp32 parameters): the CPU's bucket sizes, 5 MiB and DDP's
-    25 MiB (with its 1 MiB first bucket), cut it into different buckets."""
+def make_wide_model(width: int = 600) -> torch.nn.Module:
+    """Four width x width layers: the CPU's bucket sizes, 5 MiB and DDP's 25 MiB with its 1 MiB
+    first bucket, cut them into different buckets (600: 5.8 MB of fp32 parameters, two buckets at
+    5 MiB; 320: 1.7 MB, one bucket at 5 MiB, two at DDP's default). make_model's 36 kB fit one bucket
+    at any size, so its bucket switches rebuild nothing."""
     torch.manual_seed(0)
-    layers = [torch.nn.Linear(24, 600), torch.nn.Tanh()]
+    layers = [torch.nn.Linear(24, width), torch.nn.Tanh()]
     for _ in range(4):
-        layers += [torch.nn.Linear(600, 600), torch.nn.Tanh()]
-    layers.append(torch.nn.Linear(600, 5))
+        layers += [torch.nn.Linear(width, width), torch.nn.Tanh()]
+    layers.append(torch.nn.Linear(width, 5))
     return torch.nn.Sequential(*layers)
 
 
@@ -168,12 +188,13 @@ def joins_with_uneven_inputs(rank: int, world_size: int) -> dict:
     size among them (a rebuilt reducer: the joined rank rebuilds in DDP's join hook)."""
     acspeed.online.testing(clock=lambda r, window, config: 0.1 / (1 + (config.streams == 2) + (config.bucket_cap_mb == 5)),
                            **WINDOWS)
-    ddp = DDP(make_model())
+    ddp = DDP(make_wide_model(320))
     state, stepper, log = _tuned(ddp)
     steps = 120 if rank == 0 else 35
+    rebuilds = Rebuilds()
     with ddp.join():
         train(ddp, rank, steps)
-    return {"counted": len(log.steps), "switches": stepper.switches, "done": stepper.done,
+    return {"counted": len(log.steps), "switches": stepper.switches, "done": stepper.done, "rebuilds": rebuilds.close(),
             "buckets": [stepper.configs[ordinal].bucket_cap_mb for _, ordinal in stepper.switches]}
 
 
@@ -228,6 +249,7 @@ def remembers_the_decision(rank: int, world_size: int, run: int) -> dict:
     if run == 1:
         train(ddp, rank, 400, stop_when=lambda: stepper.done)
         out["stored"] = stepper.wait_stored() if rank == 0 else None
+        out["switches"] = stepper.switches
     else:
         train(ddp, rank, 3)
     out.update(steps=log.steps, algorithm=state.config.algorithm, lines=lines.lines)
@@ -263,7 +285,7 @@ def a_switch_that_cannot_be_set_up(rank: int, world_size: int) -> dict:
         acspeed.engine.lanes._new_group = refuse
     params = train(ddp, rank, 40)
     return {"stopped": stepper.stopped, "steps": log.steps, "switches": stepper.switches, "lines": lines.lines,
-            "params": params, "stepper": state.stepper is None}
+            "params": params.tolist(), "stepper": state.stepper is None}
 
 
 def _train_with_checkpoint(ddp, rank: int, steps: int, at: int, folder: str) -> torch.Tensor:
@@ -292,12 +314,13 @@ def frontends_with_online_on(rank: int, world_size: int, folder: str) -> dict:
     while algorithm, streams and bucket size switch, against the same training with ACSPEED_ONLINE=0."""
     steps = 110
     paths = {
-        "compile_ddp": (lambda: DDP(make_model()), lambda ddp: torch.compile(ddp, backend="eager"),
+        "compile_ddp": (lambda: DDP(make_wide_model(320)), lambda ddp: torch.compile(ddp, backend="eager"),
                         lambda model: train(model, rank, steps)),
-        "ddp_of_compiled": (lambda: DDP(torch.compile(make_model(), backend="aot_eager")), lambda ddp: ddp,
+        "ddp_of_compiled": (lambda: DDP(torch.compile(make_wide_model(320), backend="aot_eager")), lambda ddp: ddp,
                             lambda model: train(model, rank, steps)),
-        "no_sync": (lambda: DDP(make_model()), lambda ddp: ddp, lambda model: train(model, rank, steps, micro=3)),
-        "checkpoint": (lambda: DDP(make_model()), lambda ddp: ddp,
+        "no_sync": (lambda: DDP(make_wide_model(320)), lambda ddp: ddp,
+                    lambda model: train(model, rank, steps, micro=3)),
+        "checkpoint": (lambda: DDP(make_wide_model(320)), lambda ddp: ddp,
                        lambda model: _train_with_checkpoint(model, rank, steps, 30, folder)),
     }
     out = {}
@@ -314,8 +337,10 @@ def frontends_with_online_on(rank: int, world_size: int, folder: str) -> dict:
             torch._dynamo.reset()
             tuned = build()
             stepper = acspeed._patch.state_of(tuned).stepper
+            rebuilds = Rebuilds()
             result = run(wrap(tuned))
         out[name] = {"equal": torch.equal(reference, result), "done": stepper.done, "stopped": stepper.stopped,
+                     "rebuilds": len(rebuilds.close()),
                      "knobs": sorted({(c.algorithm, c.streams, c.bucket_cap_mb or 25)
                                       for c in (stepper.configs[ordinal] for _, ordinal in stepper.switches)})}
         torch._dynamo.reset()

@@ -37,6 +37,7 @@ def test_benchmark_line_under_torchrun(repo_root, tmp_path, isolated_store):
     record = json.loads(out.read_text())
     assert record["version"] == 1 and record["line"] == lines[0]
     assert len(record["step_times_s"]) == 4 and record["world_size"] == 2 and record["acspeed"]
+    assert record["versions"]["process_group"] == "gloo"  # what ran the default group (check_e2e.sh reads it)
     p50 = record["percentiles"]["p50"]
     assert p50["samples_per_s_per_device"] == pytest.approx(2 / p50["step_time_s"])
     assert all(key.startswith(("ACSPEED_", "NCCL_", "CUDA_")) for key in record["environment"])

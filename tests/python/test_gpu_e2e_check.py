@@ -111,3 +111,14 @@ def test_the_cupti_breakdown_must_count_nccl_as_communication_below_the_step():
         e2e_steps.cupti(_bench(exposed=0.02))
     with pytest.raises(ValueError, match="wrote no profile"):
         e2e_steps.cupti({"profile": None})
+
+
+def test_the_group_step_names_the_implementation_that_ran_the_default_group():
+    """From the tuning report (the workers', in its session's versions) and from the benchmark's JSON."""
+    report = {"session": {"versions": {"torch": "2.15.0", "process_group": "nccl2"}}}
+    assert e2e_steps.process_group(report, "nccl2") == "process group: nccl2"
+    with pytest.raises(ValueError, match="ran on nccl2, not nccl$"):
+        e2e_steps.process_group(report, "nccl")
+    assert e2e_steps.process_group({"versions": {"process_group": "nccl"}}, "nccl") == "process group: nccl"
+    with pytest.raises(ValueError, match="ran on not recorded, not nccl"):
+        e2e_steps.process_group({"versions": {"torch": "2.11.0"}}, "nccl")

@@ -3,6 +3,7 @@ keeping its signature, points NCCL at the tuner plugin, and hands NCCL rules to 
 plugin library stands in for libnccl-tuner-acspeed.so, which needs a GPU build)."""
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,10 @@ def _python(code: str, **env) -> subprocess.CompletedProcess:
                           env=dict(os.environ, **env))
 
 
-def test_import_is_lazy_and_patches_ddp_in_place():
+@pytest.mark.parametrize("cuda", [False, True])
+def test_import_is_lazy_and_patches_ddp_in_place(cuda):
+    """Also where torch can use CUDA (simulated as tests/tuner/torch_on_cuda.py does): NCCL's variables
+    wait for the first process group (acspeed.first_group), so the runtime stays unloaded."""
     code = ("from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "import sys, inspect\n"
             "before = inspect.signature(DDP.__init__)\n"
@@ -35,14 +39,19 @@ def test_import_is_lazy_and_patches_ddp_in_place():
             "loaded = sorted(m for m in sys.modules if m.startswith(('acspeed', 'torchvision')))\n"
             "print(loaded)\n"
             "print(hasattr(DDP.__init__, '_acspeed_original'), inspect.signature(DDP.__init__) == before)\n")
-    done = _python(code)
+    if cuda:
+        on_cuda = pathlib.Path(__file__).resolve().parents[1] / "tuner" / "torch_on_cuda.py"
+        done = subprocess.run([sys.executable, str(on_cuda), "-c", code], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, FAKE_TORCH_NCCL="2.28.9", FAKE_TORCH_CUDA="13.0"))
+    else:
+        done = _python(code)
     assert done.returncode == 0, done.stderr
     loaded, patched = done.stdout.splitlines()
     names = set(eval(loaded))  # noqa: S307 - the list printed above
-    # no runtime, hooks, torchvision; the supported-versions check reads only package metadata; without
-    # CUDA the instance knobs (NCCL's sockets) ask nothing of the runtime
+    # no runtime, hooks, torchvision; the supported-versions check reads only package metadata; the
+    # instance knobs (NCCL's sockets) and shared GPUs wait for the first process group
     assert names == {"acspeed", "acspeed._exit", "acspeed._log", "acspeed._patch", "acspeed._supported", "acspeed.nccl",
-                     "acspeed.share_gpus", "acspeed.instance_knobs"}
+                     "acspeed.first_group"}
     assert patched == "True True"
 
 

@@ -1,6 +1,7 @@
 """Online tuning inside the user's own job (acspeed.online, docs/online.md): 2 ranks on gloo with the
 test-only clock seam forcing window times; the C++ driver decides. Also the clocks, and when online
 tuning runs."""
+import json
 import sqlite3
 
 import pytest
@@ -81,6 +82,7 @@ def test_ddp_join_with_uneven_inputs_counts_the_same_steps_and_does_not_hang():
     # The bucket size switched (the reducer rebuilt) after rank 1 joined.
     late = [bucket for (step, _), bucket in zip(first["switches"], first["buckets"]) if step > 35]
     assert len(set(late)) == 2, (first["switches"], first["buckets"])
+    assert first["rebuilds"] == second["rebuilds"] and any(step > 35 for step in second["rebuilds"]), first
     assert first["done"] and second["done"]
 
 
@@ -88,7 +90,7 @@ def test_ddp_join_with_uneven_inputs_counts_the_same_steps_and_does_not_hang():
 def test_frontend_paths_tuned_online_give_the_parameters_of_online_off(tmp_path):
     for result in run_ranks(online_scenarios.frontends_with_online_on, 2, str(tmp_path), timeout=360):
         for path, seen in result.items():
-            assert seen["equal"] and seen["done"] and seen["stopped"] is None, (path, seen)
+            assert seen["equal"] and seen["done"] and seen["stopped"] is None and seen["rebuilds"] >= 2, (path, seen)
             # Every knob switched on each path: both algorithms, both stream counts, both bucket sizes.
             assert {k[0] for k in seen["knobs"]} == {"allreduce", "reduce_scatter"}, (path, seen)
             assert {k[1] for k in seen["knobs"]} == {1, 2} and {k[2] for k in seen["knobs"]} == {5, 25}, (path, seen)
@@ -177,6 +179,22 @@ def test_a_settled_decision_is_stored_as_an_online_session_and_the_next_run_appl
                                (stored["session_id"],)).fetchall()
     assert (kind, model, batch, precision, active) == ("online", "torch.nn.modules.container.Sequential", 16, "fp32", 1)
     assert dict(trials)["candidate"] >= 3 and dict(trials)["baseline"] >= 3, trials
+    # Each stored window says where it ran among the job's steps: after the warm-up, tiling the
+    # exploration, and starting exactly where the job switched configs; the window before the decision
+    # (no boundary collective: not measured) and the decision start at the other switches.
+    with sqlite3.connect(db) as store:
+        rows = store.execute("SELECT metrics_json FROM trials WHERE session_id = ? ORDER BY ordinal",
+                             (stored["session_id"],)).fetchall()
+        options = json.loads(store.execute("SELECT options_json FROM sessions WHERE id = ?",
+                                           (stored["session_id"],)).fetchone()[0])
+    spans = [(w["first_step"], w["first_step"] + w["steps"]) for w in
+             (json.loads(metrics)["online_window"] for (metrics,) in rows)]
+    assert spans[0][0] == online_scenarios.WINDOWS["warmup"], spans
+    assert all(end == start for (_, end), (start, _) in zip(spans, spans[1:])), spans
+    switched = {step for step, _ in first[0]["switches"]}
+    decision_from = options["online"]["decision_from_step"]
+    assert decision_from > spans[-1][1], (decision_from, spans)
+    assert switched <= {start for start, _ in spans} | {spans[-1][1], decision_from}, (switched, spans)
     # The second run of the same job: the decision from its first step, no tuning, no window collective.
     for result in run_ranks(online_scenarios.remembers_the_decision, 2, 2, env={"ACSPEED_DB": db}):
         assert not result["tuned"] and result["algorithm"] == "reduce_scatter", result
@@ -200,5 +218,5 @@ def test_a_config_whose_lanes_cannot_be_built_stops_tuning_on_every_rank():
         assert "could not be set up" in result["stopped"] and "injected on rank 1" in result["stopped"], result
         assert result["switches"] == [] and result["stepper"], result
         assert len(result["steps"]) == 40 and len(set(result["steps"])) == 1, result["steps"]  # its own DDP throughout
-    assert first["params"].equal(second["params"])
+    assert first["params"] == second["params"]
     assert any(line.startswith("online tuning stopped:") for line in first["lines"]), first["lines"]

@@ -92,16 +92,22 @@ def test_the_job_shares_gpus_when_asked_and_its_ranks_outnumber_them(one_gpu, mo
     assert share_gpus.device_for(3) == 3  # as before: the local rank
 
 
-def test_import_acspeed_gives_each_rank_its_nccl_settings_before_any_communicator(tmp_path):
+def test_the_first_process_group_gives_each_rank_its_nccl_settings_before_any_communicator(tmp_path):
+    """Set as the job builds its first group, before torch does (acspeed.first_group; test_instance_knobs.py
+    shows the order), not at `import acspeed`, which loads nothing of the runtime."""
     code = ("import torch; torch.cuda.is_available = lambda: True; torch.cuda.device_count = lambda: 1\n"
             "import os, json, acspeed\n"
-            f"print(json.dumps({{k: os.environ.get(k) for k in {NCCL!r}}}))")
+            "import torch.distributed as dist\n"
+            f"at_import = [k for k in {NCCL!r} if k in os.environ]\n"
+            "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)\n"
+            f"print(json.dumps({{'at_import': at_import, **{{k: os.environ.get(k) for k in {NCCL!r}}}}}))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
     env.update(ACSPEED_SHARE_GPUS="1", RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", NNODES="1")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
+    assert seen.pop("at_import") == [], seen
     assert seen["NCCL_HOSTID"].endswith("-acspeed-rank0") and seen["NCCL_SOCKET_IFNAME"] == "lo", seen
     assert "ACSPEED_SHARE_GPUS=1: 2 ranks per node share 1 GPU(s) (device = local rank mod 1)" in done.stderr
 

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "acspeed/error.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/trial_metrics.h"
 
@@ -16,6 +17,7 @@ using json = nlohmann::json;
 constexpr int64_t kBatch = 32;
 constexpr int64_t kWorld = 2;
 constexpr int kSteps = 20;
+constexpr const char* kSignature = "sig-3f2a9c";
 
 // Median step time of a config in the synthetic cost model: 100 ms of compute plus exposed
 // communication that is lowest for 5 MiB buckets, reduce_scatter and 2 streams.
@@ -58,7 +60,7 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
   SessionRecord s;
   s.instance_type = options.instance_type;
   s.model_name = options.model_name;
-  s.model_signature = "sig-3f2a9c";
+  s.model_signature = kSignature;
   s.precision = "fp32";
   s.world_size = kWorld;
   s.nnodes = 1;
@@ -162,6 +164,35 @@ int64_t add_sample_session(Store& store, const SampleSessionOptions& options) {
   }
   store.finish_session(id, SessionStatus::kDone);
   return id;
+}
+
+tuner::StoredOnline add_sample_online_session(Store& store, const SampleOnlineOptions& options) {
+  tuner::OnlineOptions o;
+  o.seed = options.seed;
+  o.lookahead = 2;  // as the job drives it (python/acspeed/online.py)
+  o.warmup_steps = options.warmup_steps;
+  tuner::OnlineTuner tuner(tuner::online_space(json::object(), 1, false), o);
+  std::mt19937_64 rng(options.seed);
+  std::uniform_real_distribution<double> noise(0.99, 1.01);
+  // The job's protocol: windows 0..lookahead planned first; after window k, its times pushed and
+  // window k + lookahead + 1 planned.
+  for (int k = 0; k <= o.lookahead; ++k) tuner.window(k);
+  // The boundary into the decision makes no collective: the window before it is run, not pushed.
+  for (int k = 0; !tuner.window(k + 1).settled; ++k) {
+    ACS_ENFORCE(k < 200, "the sample online tuner did not settle within 200 windows");
+    const tuner::WindowPlan plan = tuner.window(k);
+    std::vector<double> times;
+    for (int i = 0; i < plan.steps; ++i) times.push_back((plan.config.streams == 2 ? 0.07 : 0.1) * noise(rng));
+    tuner.push(k, times);
+    tuner.window(k + o.lookahead + 1);
+  }
+  tuner::OnlineJob job;
+  job.key = {options.instance_type, kSignature, "fp32", kWorld, 1, false};
+  job.model_name = options.model_name;
+  job.batch_size = kBatch;
+  job.torch_version = "2.15.0";
+  job.versions = json{{"torch", "2.15.0"}, {"nccl", nullptr}, {"cuda", nullptr}};
+  return tuner::store_online(store, tuner, job);
 }
 
 }  // namespace acspeed::testing

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "acspeed/store.h"
+#include "acspeed/tuner/online.h"
 
 namespace acspeed::testing {
 
@@ -22,5 +23,17 @@ struct SampleSessionOptions {
 
 // Returns the new session's id.
 int64_t add_sample_session(Store& store, const SampleSessionOptions& options = {});
+
+// An online session as a training job stores one: the online tuner (tuner/include/acspeed/tuner/online.h)
+// driven with synthetic window times (2 streams take 0.7 of the job's own DDP's step, seeded +-1%
+// noise) until it settles, then tuner::store_online. By default its key is the sample session's, so
+// with that session's decision active it is stored inactive.
+struct SampleOnlineOptions {
+  std::string model_name = "pkg.net.Net";
+  std::string instance_type = SampleSessionOptions{}.instance_type;
+  int warmup_steps = 10;
+  uint64_t seed = 3;
+};
+tuner::StoredOnline add_sample_online_session(Store& store, const SampleOnlineOptions& options = {});
 
 }  // namespace acspeed::testing

@@ -619,5 +619,109 @@ TEST_F(ReportFormats, HtmlOpensWithTheDecisionInWordsThenThePlotsThenTheSettings
   EXPECT_EQ(md.find("### Evidence"), std::string::npos);
 }
 
+TEST(Report, AnOnlineSessionShowsItsKindAndItsWindowsOverTheJobsStepsInEveryFormat) {
+  TempStore temp;
+  const int64_t offline = acspeed::testing::add_sample_session(temp.store());
+  const tuner::StoredOnline online = acspeed::testing::add_sample_online_session(temp.store());
+  EXPECT_FALSE(online.active) << "the offline decision holds the key";
+  const Report r = build_report(temp.store(), online.session_id);
+  ASSERT_TRUE(r.decision.has_value());
+  const auto trials = temp.store().trials(online.session_id);
+  ASSERT_GE(trials.size(), 8u);
+  ASSERT_EQ(r.trials.size(), trials.size());
+  ASSERT_EQ(r.warmup_steps, 10);
+  // Every window tiles the job's steps after the warm-up, as the job ran them.
+  int64_t next = 10;
+  for (const auto& t : r.trials) {
+    ASSERT_TRUE(t.window.has_value()) << t.record.ordinal;
+    EXPECT_EQ(t.window->first_step, next) << t.record.ordinal;
+    EXPECT_EQ(t.window->last_step, t.window->first_step + t.window->steps - 1);
+    EXPECT_EQ(t.window->steps, t.window->discarded + static_cast<int64_t>(t.record.step_times_s.size()));
+    EXPECT_TRUE(t.window->ran == "baseline" || t.window->ran == "candidate") << t.window->ran;
+    next = t.window->last_step + 1;
+  }
+  // The decision runs from the step the tuner recorded: past the last stored window, since the window
+  // that ran while the verdict was reached makes no boundary collective and is not measured.
+  const json evidence = json::parse(r.decision->evidence_json);
+  ASSERT_TRUE(r.decision_from_step.has_value());
+  EXPECT_EQ(*r.decision_from_step, evidence["online"]["decision_from_step"].get<int64_t>());
+  EXPECT_GT(*r.decision_from_step, next);
+  const int64_t from = *r.decision_from_step;
+  // The alternated repeats are the verdict's pairs, not the pair run while its results were awaited.
+  EXPECT_EQ(r.pairs.size(), evidence["pairs"].size());
+  EXPECT_LT(r.pairs.size(), static_cast<size_t>(std::count_if(r.trials.begin(), r.trials.end(), [](const auto& t) {
+              return t.record.role == TrialRole::kCandidate;
+            })));
+
+  const std::string md = render_markdown(r, {});
+  EXPECT_NE(md.find("| Kind | online (tuned inside the training job) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Windows over the job's steps"), std::string::npos);
+  EXPECT_NE(md.find(fmt::format("The decision runs from step {}", from)), std::string::npos);
+  const auto& first = r.trials.front();
+  EXPECT_NE(md.find(fmt::format("\n| 0 | 10 | {} | 0 | baseline | search | 0 | yes | {} | {} | {} |", first.window->last_step,
+                                first.config_text, first.record.step_times_s.size(),
+                                format_ms(first.stats->p50))),
+            std::string::npos)
+      << md;
+  size_t rows = 0;
+  for (const auto& t : r.trials) {
+    rows += count(md, fmt::format("\n| {} | {} | {} |", t.record.ordinal, t.window->first_step, t.window->last_step));
+  }
+  EXPECT_EQ(rows, r.trials.size());
+
+  const json j = json::parse(render_json(r, {}));
+  EXPECT_EQ(j["session"]["kind"], "online");
+  EXPECT_EQ(j["online"]["warmup_steps"], 10);
+  EXPECT_EQ(j["online"]["decision_from_step"], from);
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const json& w = j["trials"][i]["window"];
+    const json stored = json::parse(trials[i].metrics_json)["online_window"];
+    EXPECT_EQ(w["first_step"], stored["first_step"]);
+    EXPECT_EQ(w["last_step"], stored["first_step"].get<int64_t>() + stored["steps"].get<int64_t>() - 1);
+    EXPECT_EQ(w["ran"], stored["role"]);
+    EXPECT_EQ(w["phase"], stored["phase"]);
+    EXPECT_EQ(w["used"], stored["used"]);
+  }
+
+  const auto csv = parse_csv(render_csv(r));
+  const auto& header = csv[0];
+  const auto col = [&header](const std::string& name) {
+    const auto at = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(at, header.end()) << name;
+    return static_cast<size_t>(at - header.begin());
+  };
+  ASSERT_EQ(csv.size(), trials.size() + 1);
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const auto& row = csv[i + 1];
+    EXPECT_EQ(row[col("session_kind")], "online");
+    EXPECT_EQ(row[col("window_first_step")], std::to_string(r.trials[i].window->first_step));
+    EXPECT_EQ(row[col("window_last_step")], std::to_string(r.trials[i].window->last_step));
+    EXPECT_EQ(row[col("window_ran")], r.trials[i].window->ran);
+  }
+
+  const std::string html = render_html(r, {});
+  EXPECT_NE(html.find("online (tuned inside the training job)"), std::string::npos);
+  EXPECT_NE(html.find("<title>Online windows over the job&#39;s steps</title>"), std::string::npos);
+  // One bar with its tooltip per window; one dot per measured step; the decision's line.
+  size_t measured = 0;
+  for (const auto& t : r.trials) measured += t.record.step_times_s.size();
+  EXPECT_EQ(count(html, "<title>window "), r.trials.size() + count(html, " discarded (a switch)</title>"));
+  EXPECT_EQ(count(html, "r=\"2.2\""), measured);
+  EXPECT_NE(html.find(fmt::format("decision from step {}", from)), std::string::npos);
+  EXPECT_NE(html.find(fmt::format("<title>steps {}-{}: ran while the verdict was reached, not measured</title>", next,
+                                  from - 1)),
+            std::string::npos);
+  EXPECT_NE(html.find("warm-up: steps 0-9"), std::string::npos);
+
+  // An offline session says its kind and has no windows.
+  const Report o = build_report(temp.store(), offline);
+  EXPECT_NE(render_markdown(o, {}).find("| Kind | offline (acspeed-tune) |"), std::string::npos);
+  EXPECT_EQ(render_markdown(o, {}).find("## Windows"), std::string::npos);
+  EXPECT_EQ(json::parse(render_json(o, {}))["session"]["kind"], "offline");
+  EXPECT_TRUE(json::parse(render_json(o, {}))["online"].is_null());
+  EXPECT_EQ(render_html(o, {}).find("Online windows"), std::string::npos);
+  EXPECT_EQ(parse_csv(render_csv(o))[1][col("window_first_step")], "");
+}
+
 }  // namespace
 }  // namespace acspeed::report

@@ -156,6 +156,51 @@ def test_read_only_store_is_reported(tune, store):
         shutil.rmtree(folder)
 
 
+def test_an_online_session_shows_its_kind_and_its_windows_in_every_command_and_format(tune, tmp_path, make_fixture):
+    """An offline decision is active; a later online session of the same key stores its decision
+    inactive: `configs list` shows it with its kind, `explain` names both kinds and how to activate
+    it, `sessions` and every report format say the kind, and the report carries the windows."""
+    db = tmp_path / "acspeed.db"
+    offline = make_fixture(db)
+    online = make_fixture(db, "--online")
+    listed = run([tune, "--db", db, "configs", "list"])
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:3] == ["ID", "ACTIVE", "KIND"], lines[0]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert rows["1"][1:3] == ["*", "offline"] and rows["2"][1] == "online", lines  # 2: inactive (no *)
+    kinds = {d["id"]: (d["kind"], d["active"]) for d in
+             json.loads(run([tune, "--db", db, "configs", "list", "--json"]).stdout)["decisions"]}
+    assert kinds == {1: ("offline", True), 2: ("online", False)}
+    sessions = {s["id"]: s["kind"] for s in json.loads(run([tune, "--db", db, "sessions", "--json"]).stdout)["sessions"]}
+    assert sessions == {offline: "offline", online: "online"}
+
+    explain = [tune, "--db", db, "explain", "--model-signature", "sig-3f2a9c", "--world-size", "2", "--precision",
+               "fp32", "--instance-type", "ecs.g7.2xlarge/8c-xeon"]
+    before = run(explain)
+    assert f"decision #1: kind offline (acspeed-tune session {offline})" in before.stdout, before.stdout
+    assert "inactive online decision #2 for this key" in before.stdout and "configs activate 2" in before.stdout
+    assert run([tune, "--db", db, "configs", "activate", "2"]).returncode == 0
+    after = run(explain)
+    assert f"decision #2: kind online (tuned inside a training job, online session {online})" in after.stdout, \
+        after.stdout
+    assert "inactive online decision" not in after.stdout
+
+    outputs = {fmt: report(tune, db, "--session", online, "--format", fmt).stdout for fmt in ("md", "json", "csv", "html")}
+    doc = json.loads(outputs["json"])
+    assert doc["session"]["kind"] == "online" and doc["online"]["warmup_steps"] == 10
+    windows = [t["window"] for t in doc["trials"]]
+    assert windows[0]["first_step"] == 10 and doc["online"]["decision_from_step"] > windows[-1]["last_step"]
+    assert all(b["first_step"] == a["last_step"] + 1 for a, b in zip(windows, windows[1:])), windows
+    rows = list(csv.DictReader(io.StringIO(outputs["csv"], newline="")))
+    assert [(r["session_kind"], int(r["window_first_step"]), int(r["window_last_step"])) for r in rows] == \
+        [("online", w["first_step"], w["last_step"]) for w in windows]
+    assert "| Kind | online (tuned inside the training job) |" in outputs["md"]
+    assert f"\n| 0 | 10 | {windows[0]['last_step']} |" in outputs["md"]
+    assert "Online windows over the job&#39;s steps" in outputs["html"]
+    assert "| Kind | offline (acspeed-tune) |" in report(tune, db, "--session", offline).stdout
+
+
 class DomText(html.parser.HTMLParser):
     """Text nodes and start tags of a serialised DOM."""
 

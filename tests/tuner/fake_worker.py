@@ -7,6 +7,7 @@ trial runner's GoogleTest, without torch: WorkerLaunch.python points here. FAKE_
   fatal_usage    setup fails: the --model names nothing buildable
   never_connect  never connects to the tuner (sleeps)
   fast_streams   like ok, but a config with more than one stream steps twice as fast
+  fast_sockets   like ok, but a config with NCCL sockets (nccl_sockets) steps twice as fast
   link           two nodes with a probe, steps timed as the step model's physics (tuner/include/acspeed/tuner/step_model.h):
                  compute 100 ms (forward + optimizer 40 ms), latency 2 ms per bucket, 125 MB/s, 46.8 MB
                  of gradients (one 11700x1000 fp32 matrix, as the hello says); head 85 ms (fp16: 130 ms;
@@ -31,7 +32,10 @@ is in flight, then lets it go on).
 FAKE_WORKER_HELLO: a JSON object of hello fields to report instead (model_signature, world_size...).
 FAKE_WORKER_NCCL / FAKE_WORKER_CUDA: the torch NCCL / CUDA versions the hello reports (default "").
 FAKE_WORKER_ENV_LOG=PATH: each launch appends one line with what it got of ACSPEED_NCCL_SOCKETS,
-NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD ("-" where unset), space-separated."""
+NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD ("-" where unset), space-separated.
+FAKE_WORKER_NCCL_NET=NAME: as NCCL does under NCCL_DEBUG=INFO with its INIT subsystem, each launch
+writes NCCL's INFO line "Using network NAME" (src/init.cc; its prefix as src/debug.cc prints it) to
+NCCL_DEBUG_FILE, %h and %p expanded; nothing without NCCL_DEBUG=INFO."""
 import importlib.util
 import json
 import os
@@ -64,6 +68,12 @@ if os.environ.get("FAKE_WORKER_ENV_LOG"):
     with open(os.environ["FAKE_WORKER_ENV_LOG"], "a") as env_log:
         env_log.write(" ".join(os.environ.get(name, "-") for name in
                                ("ACSPEED_NCCL_SOCKETS", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD")) + "\n")
+if os.environ.get("FAKE_WORKER_NCCL_NET") and os.environ.get("NCCL_DEBUG") == "INFO":
+    host, pid = socket.gethostname(), os.getpid()
+    path = os.environ["NCCL_DEBUG_FILE"].replace("%h", host).replace("%p", str(pid))
+    with open(path, "w") as nccl_log:
+        nccl_log.write(f"{host}:{pid}:{pid} [0] NCCL INFO Bootstrap: Using lo:127.0.0.1<0>\n"
+                       f"{host}:{pid}:{pid} [0] NCCL INFO Using network {os.environ['FAKE_WORKER_NCCL_NET']}\n")
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(control)
 reader = sock.makefile("r")
@@ -152,6 +162,8 @@ for line in reader:
         continue
     steps = [0.1, 0.2, 0.3]
     if mode == "fast_streams" and request["config"].get("streams", 1) > 1:
+        steps = [t / 2 for t in steps]
+    if mode == "fast_sockets" and request["config"].get("nccl_sockets"):
         steps = [t / 2 for t in steps]
     result = protocol.result(request["id"], step_times_s=steps, loss=1.5, finite=True)
     compression = request["config"].get("compression", "none")

@@ -141,7 +141,9 @@ TEST(OnlineSpace, AJobThatCannotRebuildItsReducerHoldsItsBucketSize) {
 }
 
 TEST(OnlineTuner, SearchesPairsDropsTheClearlySlowerAndSettlesOnTheFasterConfig) {
-  OnlineTuner tuner(two_nodes(), options(2));
+  OnlineOptions o = options(2);
+  o.warmup_steps = 10;
+  OnlineTuner tuner(two_nodes(), o);
   const Drive run = drive(tuner, streams_win, 2);
   ASSERT_TRUE(tuner.settled());
   EXPECT_EQ(tuner.decision().streams, 2);
@@ -159,6 +161,11 @@ TEST(OnlineTuner, SearchesPairsDropsTheClearlySlowerAndSettlesOnTheFasterConfig)
     // A switch disturbs the window's first steps: run, not measured.
     const size_t before = w.plan.index == 0 ? tuner.space().space.ordinal_of(tuner.space().space.default_point())
                                             : windows[static_cast<size_t>(w.plan.index) - 1].plan.ordinal;
+    // Windows tile the job's steps after the warm-up: each starts where the one before ended.
+    EXPECT_EQ(w.plan.first_step, w.plan.index == 0 ? 10
+                                                   : windows[static_cast<size_t>(w.plan.index) - 1].plan.first_step +
+                                                         windows[static_cast<size_t>(w.plan.index) - 1].plan.steps)
+        << "window " << w.plan.index;
     if (w.plan.settled) continue;
     EXPECT_EQ(w.plan.discard, before == w.plan.ordinal ? 0 : 2) << "window " << w.plan.index;
     EXPECT_EQ(w.plan.steps, 10 + w.plan.discard);
@@ -187,6 +194,7 @@ TEST(OnlineTuner, SearchesPairsDropsTheClearlySlowerAndSettlesOnTheFasterConfig)
   EXPECT_GE(reduce_scatter_windows, 1);
   EXPECT_LE(reduce_scatter_windows, 2);
   const nlohmann::json evidence = tuner.evidence();
+  EXPECT_EQ(evidence["online"]["warmup_steps"], 10);
   ASSERT_EQ(evidence["online"]["dropped"].size(), 1u);
   EXPECT_NE(evidence["online"]["dropped"][0].get<std::string>().find("reduce_scatter"), std::string::npos);
   EXPECT_EQ(evidence["pairs"].size(), 3u);
@@ -426,6 +434,9 @@ TEST(OnlineTuner, RefusesWindowsOutOfTurnAndBadTimes) {
   OnlineOptions bad;
   bad.window_steps = 2;
   EXPECT_NE(error_of([&] { OnlineTuner t(two_nodes(), bad); }).find("window_steps = 2"), std::string::npos);
+  bad = OnlineOptions{};
+  bad.warmup_steps = -1;
+  EXPECT_NE(error_of([&] { OnlineTuner t(two_nodes(), bad); }).find("warmup_steps = -1"), std::string::npos);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -290,6 +291,49 @@ TEST_F(SessionTest, EachNcclSocketsValueRunsInWorkersLaunchedWithIt) {
     stored += config_from_json(t.config_json).nccl_sockets == NcclSockets{2, 4};
   }
   EXPECT_EQ(stored, 2u);
+}
+
+TEST_F(SessionTest, NcclsInfoLineSaysWhichNetItChoseAndWinsOverThePlansView) {
+  // The workers' NCCL writes its INFO lines to the work folder (NCCL_DEBUG=INFO, INIT,NET); the
+  // session reads "Using network NAME" after the first trial. 2x4 sockets step twice as fast here.
+  options_.gpus = 1;
+  options_.space.streams = {1};
+  options_.space.nccl_sockets = {std::nullopt, NcclSockets{2, 4}};
+  options_.nccl_net = {true, "no /sys/class/infiniband device, no NCCL_NET_PLUGIN or NCCL_NET"};
+  setenv("FAKE_WORKER_MODE", "fast_sockets", 1);
+  auto run = [&](const char* net, Recorder& recorder) {
+    setenv("FAKE_WORKER_NCCL_NET", net, 1);
+    const SessionResult result = run_session(options_, *store_, recorder);
+    unsetenv("FAKE_WORKER_NCCL_NET");
+    EXPECT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+    return nlohmann::json::parse(store_->decisions().back().evidence_json);
+  };
+  Recorder socket;  // as the plan saw it: the faster sockets value is confirmed and kept
+  auto evidence = run("Socket", socket);
+  EXPECT_NE(std::find(socket.notes.begin(), socket.notes.end(),
+                      "NCCL's net: NCCL's INFO line: Using network Socket, as the plan saw it (no "
+                      "/sys/class/infiniband device, no NCCL_NET_PLUGIN or NCCL_NET)"),
+            socket.notes.end());
+  EXPECT_EQ(to_string(store_->decisions().back().config.nccl_sockets), "2x4");
+  EXPECT_EQ(evidence["nccl_net"],
+            (nlohmann::json{{"socket", true}, {"why", "NCCL's INFO line: Using network Socket"}, {"from", "line"}}));
+
+  Recorder ib;  // NCCL used IB after all: the line wins, and no decision keeps a sockets value
+  evidence = run("IB", ib);
+  unsetenv("FAKE_WORKER_MODE");
+  const std::string said = fmt::format("{}", fmt::join(ib.notes, "\n"));
+  EXPECT_NE(said.find("NCCL's net: NCCL's INFO line: Using network IB, not Socket as the plan saw it (no "
+                      "/sys/class/infiniband device, no NCCL_NET_PLUGIN or NCCL_NET): the line wins (it is what NCCL "
+                      "did); NCCL's sockets change nothing on that net, so no decision keeps a sockets value"),
+            std::string::npos) << said;
+  EXPECT_NE(said.find("NCCL sockets 2x4 dropped from the candidate: NCCL's net is not Socket (NCCL's INFO line: "
+                      "Using network IB)"),
+            std::string::npos) << said;
+  const Decision& d = store_->decisions().back();
+  EXPECT_FALSE(d.config.nccl_sockets.has_value());
+  EXPECT_TRUE(d.config.is_default());  // without its sockets the candidate is DDP's defaults: no pairs
+  EXPECT_EQ(evidence["nccl_net"]["from"], "line");
+  EXPECT_FALSE(evidence.contains("pairs"));
 }
 
 TEST_F(SessionTest, UnbuildableModelIsAUsageFailureAndStoresNoSession) {

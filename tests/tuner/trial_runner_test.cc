@@ -18,7 +18,9 @@
 #include <gtest/gtest.h>
 
 #include "acspeed/error.h"
+#include "../support/scoped_env.h"
 #include "node_link.h"
+#include "worker_launch.h"
 #include "worker_module.h"
 
 namespace acspeed::tuner {
@@ -262,6 +264,27 @@ TEST(TrialRunner, AGpuSessionsWorkersAreToldWhichNcclSocketsTheyRun) {
                                                          {"ACSPEED_NCCL_SOCKETS", "4x2"},
                                                          {"NCCL_SOCKET_NTHREADS", "4"},
                                                          {"NCCL_NSOCKS_PERTHREAD", "2"}}));
+}
+
+TEST(TrialRunner, AGpuSessionsWorkersLogNcclsNetChoiceToTheWorkFolderUnlessTheJobSetsNcclsLogging) {
+  TuneOptions o;
+  o.gpus = 1;
+  const WorkerLaunch gpu = make_launch(o, "/tmp/acspeed-tune-x");
+  EXPECT_EQ(gpu.nccl_debug_file, "/tmp/acspeed-tune-x/nccl-net.%h.%p.log");
+  const process::Environment env = worker_environment(gpu);
+  EXPECT_EQ(process::Environment(env.end() - 3, env.end()),
+            (process::Environment{{"NCCL_DEBUG", "INFO"},
+                                  {"NCCL_DEBUG_SUBSYS", "INIT,NET"},
+                                  {"NCCL_DEBUG_FILE", "/tmp/acspeed-tune-x/nccl-net.%h.%p.log"}}));
+  o.gpus = 0;  // no NCCL on a CPU session
+  EXPECT_EQ(make_launch(o, "/tmp/acspeed-tune-x").nccl_debug_file, "");
+  o.gpus = 1;
+  for (const char* own : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}) {
+    testing::ScopedEnv set(own, "WARN");  // the job's own logging stays as it asked: not overridden
+    const WorkerLaunch l = make_launch(o, "/tmp/acspeed-tune-x");
+    EXPECT_EQ(l.nccl_debug_file, "") << own;
+    for (const auto& [name, value] : worker_environment(l)) EXPECT_NE(name.rfind("NCCL_DEBUG", 0), 0u) << name;
+  }
 }
 
 TEST_F(TrialRunnerTest, ANodeThatLeavesFailsTheTrialAtOnceAndEveryStartAfterIt) {

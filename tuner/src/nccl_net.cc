@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +44,47 @@ NcclNet nccl_net(const std::string& infiniband_dir) {
     return {false, fmt::format("RDMA device(s) in {}: {} (NCCL's IB net)", infiniband_dir, fmt::join(devices, ","))};
   }
   return {true, fmt::format("no {} device, no NCCL_NET_PLUGIN or NCCL_NET", infiniband_dir)};
+}
+
+std::optional<std::string> nccl_net_in_log(std::string_view log) {
+  // What follows the prefix (optional timestamp, HOST:PID:TID [DEV]) on an INFO line: never a WARN,
+  // TRACE or VERSION line, nor a plugin's own words that mention a network.
+  constexpr std::string_view kMarker = "] NCCL INFO Using network ";
+  for (size_t at = log.find(kMarker); at != std::string_view::npos; at = log.find(kMarker, at + 1)) {
+    const size_t start = at + kMarker.size();
+    const size_t end = std::min(log.find('\n', start), log.size());
+    std::string_view name = log.substr(start, end - start);
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.remove_suffix(1);
+    if (!name.empty()) return std::string(name);
+  }
+  return std::nullopt;
+}
+
+std::optional<NcclNet> nccl_net_from_logs(const std::string& folder, std::string_view prefix) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (auto name = nccl_net_in_log(text)) names.insert(std::move(*name));
+  }
+  if (names.empty()) return std::nullopt;
+  const bool socket = names.size() == 1 && same_name(*names.begin(), "Socket");
+  return NcclNet{socket, fmt::format("NCCL's INFO line: Using network {}", fmt::join(names, " / "))};
+}
+
+std::string nccl_net_note(const NcclNet& planned, const NcclNet& seen) {
+  if (planned.socket == seen.socket) return fmt::format("NCCL's net: {}, as the plan saw it ({})", seen.why, planned.why);
+  if (!seen.socket) {
+    return fmt::format("NCCL's net: {}, not Socket as the plan saw it ({}): the line wins (it is what NCCL did); "
+                       "NCCL's sockets change nothing on that net, so no decision keeps a sockets value",
+                       seen.why, planned.why);
+  }
+  return fmt::format("NCCL's net: {}, although the plan saw another ({}): the line wins (it is what NCCL did), but "
+                     "NCCL's sockets were not searched; to search them, run with NCCL_NET=Socket (NCCL's choice here "
+                     "anyway) and --nccl-sockets",
+                     seen.why, planned.why);
 }
 
 std::string gate_nccl_sockets(SearchSpace& space, int nnodes, bool gpus_shared, const NcclNet& net) {

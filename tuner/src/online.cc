@@ -83,6 +83,7 @@ TrialRole WindowRecord::trial_role() const {
 
 void to_json(nlohmann::json& j, const WindowRecord& w) {
   j = {{"index", w.plan.index},
+       {"first_step", w.plan.first_step},
        {"config", w.plan.config},
        {"role", w.plan.role == WindowRole::kCandidate ? "candidate" : "baseline"},
        {"trial_role", to_string(w.trial_role())},
@@ -152,6 +153,7 @@ struct OnlineTuner::State {
     const size_t before = windows.empty() ? baseline_ordinal() : windows.back().plan.ordinal;
     w.plan.discard = before == ordinal ? 0 : o.discard_steps;
     w.plan.steps = o.window_steps + w.plan.discard;
+    w.plan.first_step = windows.empty() ? o.warmup_steps : windows.back().plan.first_step + windows.back().plan.steps;
     w.phase = phase;
     w.pair = pair;
     windows.push_back(std::move(w));
@@ -393,6 +395,7 @@ OnlineTuner::OnlineTuner(OnlineSpace space, OnlineOptions options) : s_(std::mak
   check("slower_margin", options.slower_margin, 0, 10);
   check("min_gain", options.min_gain, 0, 0.5);
   check("lookahead", options.lookahead, 0, 2);
+  check("warmup_steps", options.warmup_steps, 0, 1e9);
   const int extra = options.lookahead > 0 ? 1 : 0;
   const int least = 2 * (options.search_pairs + extra) + 2 * (options.decision_pairs + extra);
   check("max_windows", options.max_windows, least, 1e6);
@@ -526,10 +529,9 @@ StoredOnline store_online(Store& store, const OnlineTuner& tuner, const OnlineJo
   d.evidence_json = evidence.dump();
   d.note = tuner.note();
   if (const auto held = store.active_decision(job.key)) {
-    const auto owner = held->session_id ? store.session(*held->session_id) : std::nullopt;
-    if (!owner || owner->kind != SessionKind::kOnline) {
-      out.inactive_because = fmt::format("decision #{} ({}) is active for this key", held->id,
-                                         owner ? to_string(owner->kind) : std::string_view("imported"));
+    const std::string_view kind = decision_kind(store, *held);
+    if (kind != to_string(SessionKind::kOnline)) {
+      out.inactive_because = fmt::format("decision #{} ({}) is active for this key", held->id, kind);
     }
   }
   out.active = out.inactive_because.empty();
@@ -550,7 +552,13 @@ nlohmann::json OnlineTuner::evidence() const {
   }
   if (!s.search_end.empty()) search["stopped"] = s.search_end;
   int exploration_steps = 0;
-  for (const auto& w : s.windows) exploration_steps += w.plan.steps;
+  // The decision runs from its first settled window; until that is planned, the next window is it.
+  int64_t decision_from_step = s.o.warmup_steps;
+  for (const auto& w : s.windows) {
+    exploration_steps += w.plan.steps;
+    if (w.plan.settled) break;
+    decision_from_step = w.plan.first_step + w.plan.steps;
+  }
   nlohmann::json j = {{"seed", s.o.seed},
                       {"method", kDecisionMethod},
                       {"candidate", candidate},
@@ -559,6 +567,7 @@ nlohmann::json OnlineTuner::evidence() const {
                       {"speedups", s.verdict.speedups},
                       {"online",
                        {{"baseline", s.space.baseline},
+                        {"warmup_steps", s.o.warmup_steps},
                         {"window_steps", s.o.window_steps},
                         {"discard_steps", s.o.discard_steps},
                         {"search_pairs", s.o.search_pairs},
@@ -568,6 +577,7 @@ nlohmann::json OnlineTuner::evidence() const {
                         {"max_windows", s.o.max_windows},
                         {"windows", s.pushed},
                         {"exploration_steps", exploration_steps},
+                        {"decision_from_step", decision_from_step},
                         {"ordered_by", s.o.model ? "the step model of a stored session" : "the descent's own order"},
                         {"dropped", s.dropped}}}};
   if (s.judged) {

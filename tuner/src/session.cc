@@ -10,6 +10,7 @@
 #include "acspeed/error.h"
 #include "acspeed/fingerprint.h"
 #include "acspeed/process/signals.h"
+#include "acspeed/tuner/nccl_net.h"
 #include "acspeed/tuner/statistics.h"
 #include "acspeed/tuner/strategy.h"
 #include "calibration.h"
@@ -54,6 +55,7 @@ class Session {
   void report_search() const;
   void hint_compression() const;
   void start_guard();
+  void read_nccl_net();
   void decide();
 
   const TuneOptions& o_;
@@ -77,6 +79,8 @@ class Session {
   std::vector<ModelTrial> model_trials_;  // every ok trial, for the step model
   StepModel model_;
   ConvergenceGuard guard_;
+  bool nccl_net_logged_ = false;       // the workers' NCCL writes its INIT/NET lines to kNcclNetLog files
+  std::optional<NcclNet> nccl_net_seen_;  // NCCL's net as its INFO line says (nccl_net.h)
 };
 
 void Session::remember(TrialRole role, const CommConfig& config, const TrialMetrics& metrics) {
@@ -172,6 +176,7 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
         m.error = "a loss became NaN/Inf during the trial";
         m.step_s = kFailedCost;
       }
+      read_nccl_net();
     }
   }
   record.finished_at = utc_now();
@@ -207,6 +212,14 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
   // The trial is stored with the reason; without that node no later trial can run.
   if (node_lost) ACS_THROW(Error, "{}; the session ends here", m.error);
   return m;
+}
+
+// After a trial that ran (its communicators exist): NCCL's net from its INFO line, once; where it
+// and the plan's view disagree the line wins (nccl_net.h; decide() applies it).
+void Session::read_nccl_net() {
+  if (!nccl_net_logged_ || nccl_net_seen_) return;
+  nccl_net_seen_ = nccl_net_from_logs(work_dir_, kNcclNetLog);
+  if (nccl_net_seen_) observer_.note(nccl_net_note(o_.nccl_net, *nccl_net_seen_));
 }
 
 // The convergence guard's reference run (a search trial when it is the search's start), and the
@@ -330,26 +343,39 @@ void Session::decide() {
   Decision decision = new_decision(o_, hello_, fp_, session_id_);
   json evidence = decision_evidence(o_, best, strategy_name_, measured_.size());
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
+  // NCCL's net as its INFO line says (else the plan's view), and the line wins: on another net than
+  // Socket a sockets value changes nothing, so the candidate goes to the pairs without one.
+  CommConfig candidate = best.config;
+  if (o_.gpus > 0) {
+    const NcclNet& net = nccl_net_seen_ ? *nccl_net_seen_ : o_.nccl_net;
+    evidence["nccl_net"] = {{"socket", net.socket}, {"why", net.why}, {"from", nccl_net_seen_ ? "line" : "plan"}};
+    if (nccl_net_seen_ && !net.socket && candidate.nccl_sockets) {
+      observer_.note(fmt::format("NCCL sockets {} dropped from the candidate: NCCL's net is not Socket ({})",
+                                 to_string(candidate.nccl_sockets), net.why));
+      candidate.nccl_sockets.reset();
+      evidence["candidate"] = candidate;
+    }
+  }
 
   std::vector<PairRun> pairs;
   std::string stopped_because;
-  if (!best.config.is_default()) {
-    pairs = run_pairs(best.config, 0, stopped_because);
+  if (!candidate.is_default()) {
+    pairs = run_pairs(candidate, 0, stopped_because);
     evidence["pairs"] = pairs;
     evidence["loss_tolerance"] = o_.loss_tolerance;
   }
-  Verdict verdict = judge(best.config, pairs, stopped_because, rule, guard_.evidence_for(best, measured_));
+  Verdict verdict = judge(candidate, pairs, stopped_because, rule, guard_.evidence_for(best, measured_));
   evidence["speedups"] = verdict.speedups;
-  CommConfig chosen = verdict.accepted ? best.config : CommConfig{};
+  CommConfig chosen = verdict.accepted ? candidate : CommConfig{};
   std::string note = verdict.note;
   // A compressed candidate that fails: the best certified config of another numerics goes to the
   // pairs instead (guard.h), until one is accepted or an exact one was tried.
-  std::vector<CommConfig> rejected{best.config};
+  std::vector<CommConfig> rejected{candidate};
   const std::string compressed_note = verdict.note.substr(std::min(verdict.note.size(), verdict.note.find("candidate ")));
   for (const Measured* next = nullptr; !verdict.accepted && changes_numerics(rejected.back()) &&
                                        (next = guard_.fallback(rejected, measured_)) && !next->config.is_default();) {
     if (rejected.size() == 1) {
-      evidence["compressed_candidate"] = {{"candidate", best.config}, {"pairs", pairs}, {"speedups", verdict.speedups},
+      evidence["compressed_candidate"] = {{"candidate", candidate}, {"pairs", pairs}, {"speedups", verdict.speedups},
                                           {"note", verdict.note}};
     }
     std::string stopped;
@@ -384,7 +410,9 @@ void Session::decide() {
 SessionResult Session::run() {
   SessionResult result;
   work_dir_ = make_work_dir();
-  workers_ = std::make_unique<WorkerGroup>(make_launch(o_, work_dir_));
+  WorkerLaunch launch = make_launch(o_, work_dir_);
+  nccl_net_logged_ = !launch.nccl_debug_file.empty();
+  workers_ = std::make_unique<WorkerGroup>(std::move(launch));
   SessionStatus outcome = SessionStatus::kFailed;
   try {
     observer_.note("starting the trial workers...");

@@ -105,6 +105,11 @@ process::Environment worker_environment(const WorkerLaunch& l) {
       for (auto& variable : nccl_socket_variables(*l.nccl_sockets)) env.push_back(std::move(variable));
     }
   }
+  if (!l.nccl_debug_file.empty()) {
+    env.emplace_back("NCCL_DEBUG", "INFO");
+    env.emplace_back("NCCL_DEBUG_SUBSYS", "INIT,NET");  // "Using network" is an INIT line
+    env.emplace_back("NCCL_DEBUG_FILE", l.nccl_debug_file);
+  }
   if (!l.python_path.empty()) {
     const char* old = getenv("PYTHONPATH");
     env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? l.python_path + ":" + old : l.python_path);

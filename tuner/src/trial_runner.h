@@ -53,13 +53,22 @@ struct WorkerLaunch {
   // (ACSPEED_NCCL_SOCKETS), so that `import acspeed` in a worker never applies a stored decision's.
   std::optional<NcclSockets> nccl_sockets;
   bool pin_nccl_sockets = false;
+  // Non-empty (GPU sessions whose environment sets none of NCCL_DEBUG, NCCL_DEBUG_SUBSYS and
+  // NCCL_DEBUG_FILE: the job's own logging stays as it is): NCCL's INFO lines of its INIT and NET
+  // subsystems go to this file (NCCL expands %h and %p: one file per rank and launch), not to the
+  // ranks' logs, so that the session reads which net NCCL chose (nccl_net.h) without flooding them.
+  std::string nccl_debug_file;
 };
+
+// The prefix of the files nccl_debug_file names in the work folder (kNcclNetLog + "%h.%p.log").
+inline constexpr std::string_view kNcclNetLog = "nccl-net.";
 
 // What the workers' environment gets over the tuner's: the acspeed package in front of PYTHONPATH,
 // NNODES = the launch's node count, so the node count the worker records and looks decisions up
 // with is the launch's, not a stale NNODES the tuner itself inherited, ACSPEED_SHARE_GPUS=1 when
-// the ranks share GPUs, and with pin_nccl_sockets ACSPEED_NCCL_SOCKETS and, for a value other than
-// NCCL's choice, NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD.
+// the ranks share GPUs, with pin_nccl_sockets ACSPEED_NCCL_SOCKETS and, for a value other than
+// NCCL's choice, NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD, and with nccl_debug_file
+// NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET and NCCL_DEBUG_FILE.
 process::Environment worker_environment(const WorkerLaunch& launch);
 
 struct TrialOutcome {

@@ -14,6 +14,7 @@
 #include "acspeed/error.h"
 #include "acspeed/process/exit_status.h"
 #include "acspeed/process/run.h"
+#include "acspeed/settings.h"
 #include "acspeed/tuner/convergence_guard.h"
 #include "worker_module.h"
 
@@ -47,6 +48,13 @@ std::string close_work_dir(const std::string& work_dir, bool keep) {
   return "";
 }
 
+namespace {
+
+// NCCL's logging as a job sets it: where one is set, the workers' NCCL logs as the job asked.
+constexpr const char* kNcclLogVariables[] = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"};
+
+}  // namespace
+
 WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   WorkerLaunch l;
   l.python = o.python;
@@ -68,6 +76,10 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   l.nproc_per_node = o.nproc_per_node;
   l.share_gpus = o.gpus_shared;
   l.pin_nccl_sockets = o.gpus > 0;
+  // Which net NCCL chose, from its INFO line (nccl_net.h), unless the job sets NCCL's logging itself.
+  const bool own_nccl_log = std::any_of(std::begin(kNcclLogVariables), std::end(kNcclLogVariables),
+                                        [](const char* name) { return setting_raw(name).has_value(); });
+  if (o.gpus > 0 && !own_nccl_log) l.nccl_debug_file = fmt::format("{}/{}%h.%p.log", work_dir, kNcclNetLog);
   l.master_addr = o.master_addr;
   l.master_port = o.master_port;
   l.work_dir = work_dir;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "acspeed/config.h"
@@ -162,6 +163,12 @@ class Store {
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Where a decision came from, as `configs list`, `explain` and the reports name it: the kind of the
+// session that made it ("offline": `acspeed-tune`; "online": inside a training job), or "imported"
+// when it has no session in this store (`configs import` carries no session).
+std::string_view decision_kind(const Store& store, const Decision& decision);
+inline constexpr std::string_view kImportedDecisionKind = "imported";
 
 // True for file systems on which SQLite WAL locking is unreliable (NFS, SMB/CIFS, FUSE, Lustre,
 // GPFS, Ceph, AFS, 9P...). `fs_type` is statfs().f_type.

@@ -42,6 +42,20 @@ struct StepStats {
 // nullopt for an empty vector.
 std::optional<StepStats> step_stats(const std::vector<double>& times_s);
 
+// Where a window of an online session (docs/online.md) ran among the job's steps, as its trial's
+// metrics recorded it ("online_window", tuner/include/acspeed/tuner/online.h). Steps count from 0,
+// the job's first synchronised backward.
+struct OnlineWindow {
+  int64_t first_step = 0;
+  int64_t last_step = 0;   // first_step + steps - 1
+  int64_t steps = 0;       // steps it ran: discarded + measured
+  int64_t discarded = 0;   // its first steps, disturbed by a switch: run, not measured
+  std::string ran;         // "baseline" (the job's own DDP) | "candidate"
+  std::string phase;       // "search" | "decision"
+  std::optional<int64_t> pair;  // the pair it belongs to; nullopt: none
+  bool used = false;       // its times entered a cost or the verdict
+};
+
 struct TrialSummary {
   TrialRecord record;
   std::optional<CommConfig> config;  // nullopt when config_json is not a valid config
@@ -57,6 +71,9 @@ struct TrialSummary {
   tuner::TrialMetrics metrics;
   // The session's step model (tuner/include/acspeed/tuner/step_model.h) for this trial's config; efficiency = bound / p50.
   std::optional<double> bound_s, predicted_s, efficiency;
+  // The window this trial is, in an online session; nullopt for an offline trial (or one whose
+  // metrics do not say where it ran).
+  std::optional<OnlineWindow> window;
 };
 
 // A set of step times pooled from several trials (the baseline, or the best configuration).
@@ -92,6 +109,11 @@ struct Report {
   std::vector<std::string> probes;                 // probes that measured the breakdown, sorted
   tuner::StepModel model;                          // calibrated from the session's trials
   std::string model_note;                          // why there is no bound ("" when there is one)
+  // An online session's job: the warm-up steps before window 0 (untimed, the job's own DDP) and the
+  // step the decision runs from (the window that ran while the verdict was reached is not measured,
+  // so it can lie past the last window's end); nullopt when the session is offline or did not record
+  // them.
+  std::optional<int64_t> warmup_steps, decision_from_step;
   // Flattened "a.b" -> text views of the session's JSON columns, for the human formats (arrays of
   // objects or of more than a dozen values are summarised; the JSON report has them whole).
   std::vector<std::pair<std::string, std::string>> versions, search_space, options;

@@ -102,6 +102,9 @@ struct OnlineOptions {
   double min_gain = 0.03;     // the descent moves only for a cost below (1 - min_gain) x the incumbent's
   int lookahead = 0;          // windows whose results are still unknown when a window is planned (0..2)
   int max_windows = 48;       // windows of exploration at most (with 12-step windows: 576 steps)
+  // Steps the job runs before window 0 (its warm-up, untimed): where window 0 starts among the job's
+  // steps (WindowPlan::first_step); recorded with the evidence, it changes no plan.
+  int warmup_steps = 0;
   std::optional<StepModel> model;  // orders the candidates (online_step_model); empty: descent's order
   int world_size = 0;         // the job's, for the model's forecast (0: the model's own)
   int nnodes = 0;
@@ -116,6 +119,9 @@ struct WindowPlan {
   CommConfig config;
   int steps = 0;        // steps the window runs: discard + measured
   int discard = 0;      // its first steps, disturbed by a switch: not measured
+  // The job's step the window starts at, counting from 0 (the job's first synchronised backward):
+  // warmup_steps + the steps of every window before it. Its last step is first_step + steps - 1.
+  int64_t first_step = 0;
   WindowRole role = WindowRole::kBaseline;
   bool settled = false;  // the decision: this window and every later one run it; no boundary again
 };
@@ -158,7 +164,8 @@ class OnlineTuner {
   std::optional<double> ci_low() const;
   std::optional<double> ci_high() const;
   // The decision's evidence in the offline format (decision_evidence.h: seed, method, candidate,
-  // search, pairs, speedups, pair_speedups) plus "online" (the window settings and counts).
+  // search, pairs, speedups, pair_speedups) plus "online" (the window settings and counts, the
+  // warm-up, and decision_from_step: the job's step the decision runs from).
   nlohmann::json evidence() const;
   const std::vector<WindowRecord>& windows() const;
   // Every point's config by ordinal, as JSON (what rank 0 broadcasts to the others).

@@ -17,6 +17,7 @@
 #include "acspeed/precision.h"
 #include "acspeed/roles_and_statuses.h"
 #include "acspeed/store.h"
+#include "acspeed/tuner/nccl_net.h"
 #include "acspeed/tuner/search_space.h"
 #include "acspeed/tuner/step_model.h"
 #include "acspeed/tuner/trial_metrics.h"
@@ -36,6 +37,9 @@ struct TuneOptions {
   int gpus = 0;                      // GPUs on this node (0: none found)
   bool gpus_shared = false;
   int nnodes = 1;                    // launch this many nodes (the key takes the workers' node count)
+  // GPU sessions: NCCL's net as the plan saw it (nccl_net.h), which NCCL's own INFO line overrides
+  // once the workers ran a trial.
+  NcclNet nccl_net;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;               // 0: a free local port (single node); multi-node: required
