@@ -54,10 +54,10 @@ fi
 #    launch torch.distributed.run on Python 3.11), numpy (the benchmark), and the build's own needs
 #    (pyproject.toml's build-system: scikit-build-core, pybind11), which the build below takes from
 #    this interpreter rather than from a fresh isolated environment each time; the test part adds
-#    pytest and pillow (the report's screenshot test). Each as pip's requirement and the minimum
-#    (major, minor) that counts as present.
+#    pytest, pytest-xdist (scripts/test.sh runs the suite on two workers) and pillow (the report's
+#    screenshot test). Each as pip's requirement and the minimum (major, minor) that counts as present.
 PY_PACKAGES=("torch>=2.1" torchvision numpy "pybind11>=2.10" "scikit-build-core>=0.10")
-[ "$tests" = OFF ] || PY_PACKAGES+=("pytest>=7.0" "pillow>=9.0")
+[ "$tests" = OFF ] || PY_PACKAGES+=("pytest>=7.0" "pytest-xdist>=3.6" "pillow>=9.0")
 if "$PYTHON" - "${PY_PACKAGES[@]}" <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
 for requirement in sys.argv[1:]:

@@ -8,6 +8,7 @@
 #   scripts/test.sh                  # everything (CI)
 #   scripts/test.sh --quick          # while working: ctest and the pytest tests not marked slow, no fuzz stage
 #   scripts/test.sh [--quick] ARGS   # ARGS go to pytest (a file, -k EXPR, -m MARKERS)
+#   ACSPEED_TEST_WORKERS=1 scripts/test.sh ...   # pytest on one worker (default 2, a test file each)
 #
 # Each run writes the per-test times to $BUILD_DIR/test-times/ (JUnit XML) and prints them summed
 # per file (scripts/test_times.py), with each stage's wall time.
@@ -15,6 +16,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${ACSPEED_BUILD_DIR:-$ROOT/build}
 PYTHON=${ACSPEED_PYTHON:-$(command -v python3)}
+# pytest's workers (pytest-xdist), each running whole test files: most tests wait on one process at a
+# time (an interpreter importing torch, pip, a timeout, a rate-capped link), so two keep two cores busy.
+WORKERS=${ACSPEED_TEST_WORKERS:-2}
 quick=()
 if [ "${1:-}" = --quick ]; then quick=(-m "not slow"); shift; fi
 stage() { printf '[test] %s\n' "$*"; }
@@ -39,7 +43,7 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 --output-junit "$times/ct
 stage "ctest: $((SECONDS - start)) s"
 start=$SECONDS
 (cd "$ROOT" && ACSPEED_BUILD_DIR="$BUILD_DIR" "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 \
-  --junitxml="$times/pytest.xml" "${quick[@]}" "$@") || status=1
+  -n "$WORKERS" --dist loadfile --no-loadscope-reorder --junitxml="$times/pytest.xml" "${quick[@]}" "$@") || status=1
 stage "pytest: $((SECONDS - start)) s"
 "$PYTHON" "$ROOT/scripts/test_times.py" --top 25 --ctest "$times/ctest.xml" --pytest "$times/pytest.xml" || status=1
 if [ -n "$fuzz_pid" ]; then

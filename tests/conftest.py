@@ -4,8 +4,10 @@ its bin/ and the wheel scripts/setup.sh built in its dist/."""
 import dataclasses
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -16,6 +18,33 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # The build folder's programs are not installed in a package, so they would start python3 from PATH:
 # they start the interpreter running the tests instead (scripts/setup.sh installs into that one).
 os.environ.setdefault("ACSPEED_PYTHON", sys.executable)
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (scripts/test.sh runs the suite on two workers, a test file to a worker), each
+    worker gets a temporary directory of its own (TMPDIR), so the tuner's work folders and torchrun's logs
+    of one worker's tests are never among the folders another worker's tests count as left behind. It
+    is open to every user, as /tmp is: some tests run programs as `nobody`."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        folder = tempfile.mkdtemp(prefix=f"acspeed-tests-{worker}-", dir="/tmp")
+        os.chmod(folder, 0o1777)
+        os.environ["TMPDIR"] = config._acspeed_tmpdir = folder
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files holding slow tests run first, each file's tests in their order: pytest-xdist hands
+    whole files to its workers in this order, so the long files start early and the short ones fill
+    the end (scripts/test.sh passes --no-loadscope-reorder, which keeps the order)."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_acspeed_tmpdir", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

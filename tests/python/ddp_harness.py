@@ -6,6 +6,7 @@ run (each rank importing it again cost ~2.5 s of CPU: a minute of two cores over
 Nothing else is shared: the fork server imports nothing of acspeed or of the tests, and each rank
 gets the environment of the test at the call (as a spawned one would), then imports what it runs."""
 import os
+import pickle
 import queue
 import tempfile
 import traceback
@@ -25,7 +26,9 @@ def _entry(target, rank, world_size, store, env, args, results):
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
         try:
-            results.put((rank, True, target(rank, world_size, *args)))
+            # Pickled here, not by the queue: torch.multiprocessing's queue would share a tensor's memory
+            # through this process, which has exited by the time a busy parent reads the result.
+            results.put((rank, True, pickle.dumps(target(rank, world_size, *args))))
         finally:
             dist.destroy_process_group()
     except BaseException:  # noqa: BLE001 - reported to the parent
@@ -55,7 +58,7 @@ def run_ranks(target, world_size: int, *args, env=None, timeout: float = 240.0, 
                 except queue.Empty:
                     raise AssertionError(f"ranks {sorted(set(range(world_size)) - set(outcome))} did not finish "
                                          f"within {timeout}s; finished: {outcome}") from None
-                outcome[rank] = (ok, value)
+                outcome[rank] = (ok, pickle.loads(value) if ok else value)
                 if not ok:
                     break
         finally:

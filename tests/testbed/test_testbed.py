@@ -3,7 +3,6 @@ nodes whose workers die in trials. Needs root (CI runs as root, where these must
 skip and say why. Each test uses its own cluster name and state folder, so parallel runs (two CI
 jobs) do not collide."""
 import datetime
-import glob
 import json
 import os
 import pathlib
@@ -15,12 +14,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tuner"))
-from live_processes import processes_mentioning  # noqa: E402 - the tuner tests' look at /proc
+from live_processes import processes_mentioning, temp_folders  # noqa: E402 - the tuner tests' look at /proc
 
 ROOT_REASON = (f"acspeed-testbed needs root to create network namespaces (this is uid {os.geteuid()}); "
                "CI runs these tests as root")
@@ -199,14 +199,14 @@ def test_two_node_ddp_job_trains_one_model_over_the_capped_link(testbed, cluster
     out = tmp_path / "out"
     out.mkdir()
     env = dict(os.environ, ACSPEED_PYTHON=sys.executable, ACSPEED_DISABLE="1")
-    log_dirs = ("/tmp/torchelastic_*", "/tmp/acspeed-testbed-torchrun-*")
-    log_dirs_before = {path for pattern in log_dirs for path in glob.glob(pattern)}
+    log_dirs = ("torchelastic_*", "acspeed-testbed-torchrun-*")
+    log_dirs_before = {path for pattern in log_dirs for path in temp_folders(pattern)}
     result = run(testbed, state_dir, "run", "2x1@1gbit", "--name", name, "--pin", "--timeout", "240",
                  "--torchrun", "--", str(repo_root / "tests" / "testbed" / "ddp_tiny.py"), "--steps", "5",
                  "--out", str(out), timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     # torchrun logged into the testbed's own folder, which is gone with the run
-    assert {path for pattern in log_dirs for path in glob.glob(pattern)} - log_dirs_before == set()
+    assert {path for pattern in log_dirs for path in temp_folders(pattern)} - log_dirs_before == set()
     records = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert {r["world_size"] for r in records} == {2}
     assert sorted(r["node_rank"] for r in records) == [0, 1]
@@ -268,7 +268,7 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     markers = tmp_path / "faults"
     markers.mkdir()
     env, command = two_node_tune(tune_binary, isolated_store, repo_root, markers, "exit,kill_launcher,hang", 10)
-    work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
+    work_dirs_before = temp_folders("acspeed-tune-*")
     result = run(testbed, state_dir, "run", "2x1", "--name", name, "--timeout", "400", "--", *command,
                  timeout=450, env=env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
@@ -289,13 +289,14 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     assert killed.startswith("rank 1 (node 1) went down with its launcher (torchrun), which ended with signal 9 "
                              "(SIGKILL: Killed); last lines of its log: "), killed
     assert "tiny_models: firing kill_launcher" in killed
+    TMP = re.escape(tempfile.gettempdir())  # noqa: N806 - where the nodes' work folders are
     for error in (exited, killed):
         assert "GLHF" not in error and "closed by peer" not in error, error
-        assert re.search(r"\(log: /tmp/acspeed-tune-\w+/workers-\d+-rank1\.log on node 1\)$", error), error
+        assert re.search(rf"\(log: {TMP}/acspeed-tune-\w+/workers-\d+-rank1\.log on node 1\)$", error), error
     assert re.fullmatch(r"no result within the trial timeout of 10 s; where the ranks were after 7 s: "
                         r"rank 0 \(node 0\) in .+; rank 1 \(node 1\) in _fire_next_fault \(tiny_models\.py:\d+\)"
-                        r"( from .+)? \(logs: /tmp/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 0, "
-                        r"/tmp/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 1\)", hung), hung
+                        rf"( from .+)? \(logs: {TMP}/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 0, "
+                        rf"{TMP}/acspeed-tune-\w+/workers-\d+-rank\*\.log on node 1\)", hung), hung
     output = result.stdout + result.stderr
     assert re.search(r"^node 1: node 0's trial \d+ timed out: ended this node's workers too", output, re.M), \
         output[-4000:]
@@ -310,7 +311,7 @@ def test_a_node_whose_workers_die_in_trials_is_named_and_the_session_goes_on(tes
     kept = set(re.findall(r"^worker logs kept in (\S+)$", output, re.M))
     kept |= set(re.findall(r"^node 1: worker logs kept in (\S+)$", output, re.M))
     assert len(kept) == 2, output[-4000:]
-    assert set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before == kept
+    assert temp_folders("acspeed-tune-*") - work_dirs_before == kept
     for folder in kept:
         assert processes_mentioning(folder) == []
         left = os.listdir(folder)

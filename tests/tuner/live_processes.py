@@ -1,5 +1,10 @@
-"""A read-only look at /proc for the tuner tests: which processes are still running."""
+"""A read-only look for the tuner tests: which processes are still running (/proc), which folders are in
+the temporary directory (the tuner's work folders and torchrun's logs go to TMPDIR, else /tmp; the suite
+gives each of its parallel workers a TMPDIR of its own, tests/conftest.py)."""
+import glob
+import os
 import pathlib
+import tempfile
 
 
 def processes_mentioning(*texts: str) -> list:
@@ -16,3 +21,8 @@ def processes_mentioning(*texts: str) -> list:
         if all(text in cmdline for text in texts):
             found.append(int(entry.name))
     return found
+
+
+def temp_folders(pattern: str) -> set:
+    """The paths in the temporary directory matching the glob `pattern` (e.g. "acspeed-tune-*")."""
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), pattern)))

@@ -6,6 +6,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -29,7 +30,7 @@ def test_interrupted_session_is_stored_resumable_and_leaves_no_worker(tune_binar
             line = proc.stdout.readline()
             assert line, f"acspeed-tune ended early: {proc.stderr.read()}"
             assert time.monotonic() - started < 60
-        workers = processes_mentioning(FAKE, "acspeed-tune-")
+        workers = processes_mentioning(FAKE, os.path.join(tempfile.gettempdir(), "acspeed-tune-"))
         assert workers, "the fake worker is not running"
         time.sleep(0.5)
         proc.send_signal(sig)

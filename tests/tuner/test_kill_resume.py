@@ -14,7 +14,6 @@ and one of three ways to kill:
            random instants until it is caught in one, then killed (falls back to `locked` when it
            is not caught in 300 tries).
 CI cost: 8 seeds, about 1.5 s each (two short tuner runs): about 15 s."""
-import glob
 import json
 import os
 import random
@@ -22,11 +21,12 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import time
 
 import pytest
 
-from live_processes import processes_mentioning
+from live_processes import processes_mentioning, temp_folders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_worker.py")
@@ -106,7 +106,7 @@ def test_kill_9_at_a_seeded_point_keeps_the_store_sound_and_resume_reruns_nothin
     how = rng.choice(["at", "locked", "syscall"])
     env = dict(os.environ, ACSPEED_PYTHON=FAKE, FAKE_WORKER_MODE="fast_streams")
     db_path = str(isolated_store)
-    work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
+    work_dirs_before = temp_folders("acspeed-tune-*")
     proc = subprocess.Popen([str(tune_binary), "--db", db_path, *ARGS], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env)
     try:
@@ -128,10 +128,10 @@ def test_kill_9_at_a_seeded_point_keeps_the_store_sound_and_resume_reruns_nothin
     print(f"seed {seed}: killed {how} after {len(committed)} stored trial(s)")
 
     deadline = time.monotonic() + 10  # the workers die with the tuner (parent-death signal)
-    while processes_mentioning(FAKE, "acspeed-tune-") and time.monotonic() < deadline:
+    while processes_mentioning(FAKE, os.path.join(tempfile.gettempdir(), "acspeed-tune-")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert processes_mentioning(FAKE, "acspeed-tune-") == []
-    for folder in set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before:
+    assert processes_mentioning(FAKE, os.path.join(tempfile.gettempdir(), "acspeed-tune-")) == []
+    for folder in temp_folders("acspeed-tune-*") - work_dirs_before:
         shutil.rmtree(folder)  # the killed tuner's work folder: logs only, nothing runs there
     if not os.path.exists(db_path):
         return
@@ -173,5 +173,5 @@ def test_kill_9_at_a_seeded_point_keeps_the_store_sound_and_resume_reruns_nothin
                       if any(r["role"] == "baseline" and pair_of(r) == p for r in old)}
     assert not [r for r in new if r["role"] in ("candidate", "baseline") and pair_of(r) in finished_pairs], \
         f"a decision pair stored whole before the kill ({sorted(finished_pairs)}) is run again"
-    assert processes_mentioning(FAKE, "acspeed-tune-") == []
-    assert set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before == set()
+    assert processes_mentioning(FAKE, os.path.join(tempfile.gettempdir(), "acspeed-tune-")) == []
+    assert temp_folders("acspeed-tune-*") - work_dirs_before == set()

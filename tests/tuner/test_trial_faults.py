@@ -11,7 +11,6 @@ test_kill_resume.py.) CI cost: one session of seven worker launches and two tria
 each (the shortest that leaves a healthy trial of this model many times its time under load, and the
 ranks' stack dumps, at 7 s, time to land): 226 s measured with 15 s timeouts on the two-core
 development machine at load 15-19 (other agents' builds)."""
-import glob
 import json
 import os
 import pathlib
@@ -20,10 +19,11 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
-from live_processes import processes_mentioning
+from live_processes import processes_mentioning, temp_folders
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAULTS = ["exit", "signal", "raise", "oom", "hang", "hang_collective"]
@@ -37,8 +37,8 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]),
                ACSPEED_PYTHON=sys.executable, TINY_FAULTS=",".join(FAULTS), TINY_FAULT_RANK="1",
                TINY_FAULT_DIR=str(markers))
-    work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
-    torchrun_dirs_before = set(glob.glob("/tmp/torchelastic_*"))
+    work_dirs_before = temp_folders("acspeed-tune-*")
+    torchrun_dirs_before = temp_folders("torchelastic_*")
     result = subprocess.run(
         [str(tune_binary), "--db", str(isolated_store), "--model", "tiny_models:faulty_mlp",
          "--bucket-mb", "1,2,3,4,5,6,25", "--algorithms", "allreduce", "--streams", "1", "--strategy", "grid",
@@ -65,8 +65,9 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
                                       "last lines of its log: "), errors["raise"]
     assert errors["oom"].startswith("rank 1 failed: RuntimeError: "), errors["oom"]
     assert "can't allocate memory" in errors["oom"], errors["oom"]
+    TMP = re.escape(tempfile.gettempdir())  # noqa: N806 - where the work folders are
     for fault in ("exit", "signal", "raise", "oom"):
-        assert re.search(r"\(log: /tmp/acspeed-tune-\w+/workers-\d+-rank1\.log\)$", errors[fault]), errors[fault]
+        assert re.search(rf"\(log: {TMP}/acspeed-tune-\w+/workers-\d+-rank1\.log\)$", errors[fault]), errors[fault]
     assert errors["hang"].startswith("no result within the trial timeout of 10 s; where the ranks were after 7 s: "),\
         errors["hang"]
     # The model's forward calls _fire_next_fault: a sleep there (C, no frame of its own), a barrier of torch's.
@@ -93,8 +94,8 @@ def test_each_fault_is_stored_with_the_rank_how_it_ended_and_its_log_and_the_ses
     kept = re.search(r"worker logs kept in (\S+)", result.stderr)
     assert kept, result.stderr
     assert processes_mentioning(kept[1]) == []
-    assert set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before == {kept[1]}
-    assert set(glob.glob("/tmp/torchelastic_*")) - torchrun_dirs_before == set()  # torchrun logs in the work folder
+    assert temp_folders("acspeed-tune-*") - work_dirs_before == {kept[1]}
+    assert temp_folders("torchelastic_*") - torchrun_dirs_before == set()  # torchrun logs in the work folder
     left = os.listdir(kept[1])
     assert left and all(name.endswith((".log", ".failed.json")) for name in left), left
     shutil.rmtree(kept[1])

@@ -12,11 +12,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
-from live_processes import processes_mentioning
+from live_processes import processes_mentioning, temp_folders
 
 HERE = pathlib.Path(__file__).resolve().parent
 # Few, short trials: each session below runs in well under a minute on two cores.
@@ -195,7 +196,8 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tuned_store, repo_
 def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_store, tmp_path):
     args = ["--model", "tiny_models:mlp", "--bucket-mb", "1,2,5,25", "--algorithms", "allreduce", "--streams", "1",
             "--strategy", "grid", "--batch-size", "6", *FAST]
-    work_dirs_before = set(glob.glob("/tmp/acspeed-tune-*"))
+    work_dirs_before = temp_folders("acspeed-tune-*")
+    WORK_DIRS = os.path.join(tempfile.gettempdir(), "acspeed-tune-")  # noqa: N806 - this session's, not another's
     tuner = subprocess.Popen([str(tune.binary), "--db", str(isolated_store), *args], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     try:
@@ -215,10 +217,10 @@ def test_kill_9_loses_no_completed_trial_and_resume_continues(tune, isolated_sto
         tuner.wait()
     # The workers die with the tuner (parent-death signal on torchrun and on every rank).
     deadline = time.monotonic() + 20
-    while processes_mentioning("acspeed._worker.worker", "--batch-size 6") and time.monotonic() < deadline:
+    while processes_mentioning("acspeed._worker.worker", "--batch-size 6", WORK_DIRS) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert processes_mentioning("acspeed._worker.worker", "--batch-size 6") == []
-    for folder in set(glob.glob("/tmp/acspeed-tune-*")) - work_dirs_before:
+    assert processes_mentioning("acspeed._worker.worker", "--batch-size 6", WORK_DIRS) == []
+    for folder in temp_folders("acspeed-tune-*") - work_dirs_before:
         shutil.rmtree(folder)  # the killed tuner's work folder (worker logs): it cannot remove it itself
     before = rows(isolated_store, "SELECT * FROM trials ORDER BY ordinal")
     assert len(before) >= 2 and rows(isolated_store, "SELECT status FROM sessions")[0]["status"] == "running"

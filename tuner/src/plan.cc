@@ -68,9 +68,10 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   }
   if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
   if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
-  WorkerLaunch launch = make_launch(o, "/tmp/acspeed-tune-XXXXXX");
-  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? "/tmp/acspeed-tune-XXXXXX/control.sock" : "",
-                            "/tmp/acspeed-tune-XXXXXX/workers-N");
+  const std::string work_dir = work_dir_pattern();
+  WorkerLaunch launch = make_launch(o, work_dir);
+  auto argv = torchrun_argv(launch, o.master_port, o.node_rank == 0 ? work_dir + "/control.sock" : "",
+                            work_dir + "/workers-N");
   for (auto& arg : argv) {
     if (arg == "--master_port=0") arg = "--master_port=<a free port>";
   }

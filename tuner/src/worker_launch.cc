@@ -1,6 +1,7 @@
 #include "worker_launch.h"
 
 #include <stdlib.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <cctype>
@@ -19,9 +20,21 @@
 
 namespace acspeed::tuner {
 
+std::string work_dir_pattern() {
+  constexpr const char* kName = "acspeed-tune-XXXXXX";
+  constexpr size_t kSocketPathMax = sizeof(sockaddr_un::sun_path) - 1;
+  std::error_code ec;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  const std::string pattern = (temp / kName).string();
+  if (ec || (pattern + "/control.sock").size() > kSocketPathMax) return std::string("/tmp/") + kName;
+  return pattern;
+}
+
 std::string make_work_dir() {
-  std::string pattern = "/tmp/acspeed-tune-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) ACS_THROW(Error, "cannot create a work folder under /tmp: {}", std::strerror(errno));
+  std::string pattern = work_dir_pattern();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    ACS_THROW(Error, "cannot create a work folder {}: {}", pattern, std::strerror(errno));
+  }
   return pattern;
 }
 

@@ -9,8 +9,13 @@
 
 namespace acspeed::tuner {
 
-// A new folder for the control socket and the worker logs (short path: Unix sockets allow ~107
-// bytes); Error when none can be made.
+// The pattern of the work folders (mkdtemp's, ending in XXXXXX): in the temporary directory
+// (TMPDIR, else /tmp), or in /tmp when TMPDIR is no folder or its path leaves the control socket's
+// path too long for a Unix socket (107 bytes).
+std::string work_dir_pattern();
+
+// A new folder for the control socket and the worker logs (work_dir_pattern()); Error when none can
+// be made.
 std::string make_work_dir();
 
 // Keeps the work folder (its worker logs, without torchrun's own folders) when `keep`, and returns its
