@@ -3,36 +3,22 @@
 #include <stdlib.h>
 
 #include <filesystem>
-#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "../support/scoped_env.h"
 #include "worker_launch.h"
 
 namespace acspeed::tuner {
 namespace {
 
-// Sets TMPDIR for one test and puts back what was there.
-class TmpdirTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const char* before = getenv("TMPDIR")) before_ = before;
-  }
-  void TearDown() override {
-    if (before_) {
-      setenv("TMPDIR", before_->c_str(), 1);
-    } else {
-      unsetenv("TMPDIR");
-    }
-  }
-  std::optional<std::string> before_;
-};
+using testing::ScopedEnv;
 
-TEST_F(TmpdirTest, TheWorkFolderIsMadeInTmpdir) {
+TEST(WorkDir, TheWorkFolderIsMadeInTmpdir) {
   char folder[] = "/tmp/acspeed-tmpdir-XXXXXX";
   ASSERT_NE(mkdtemp(folder), nullptr);
-  setenv("TMPDIR", folder, 1);
+  const ScopedEnv tmpdir("TMPDIR", folder);
   EXPECT_EQ(work_dir_pattern(), std::string(folder) + "/acspeed-tune-XXXXXX");
   const std::string made = make_work_dir();
   EXPECT_EQ(std::filesystem::path(made).parent_path(), std::filesystem::path(folder));
@@ -40,22 +26,22 @@ TEST_F(TmpdirTest, TheWorkFolderIsMadeInTmpdir) {
   std::filesystem::remove_all(folder);
 }
 
-TEST_F(TmpdirTest, WithoutTmpdirTheWorkFolderIsInTmp) {
-  unsetenv("TMPDIR");
+TEST(WorkDir, WithoutTmpdirTheWorkFolderIsInTmp) {
+  const ScopedEnv tmpdir("TMPDIR", nullptr);
   EXPECT_EQ(work_dir_pattern(), "/tmp/acspeed-tune-XXXXXX");
 }
 
-TEST_F(TmpdirTest, ATmpdirTooLongForTheControlSocketFallsBackToTmp) {
+TEST(WorkDir, ATmpdirTooLongForTheControlSocketFallsBackToTmp) {
   // 90 bytes of folder + "/acspeed-tune-XXXXXX/control.sock" is past a Unix socket's 107.
   const std::string folder = "/tmp/" + std::string(85, 'd');
   ASSERT_TRUE(std::filesystem::create_directories(folder) || std::filesystem::is_directory(folder));
-  setenv("TMPDIR", folder.c_str(), 1);
+  const ScopedEnv tmpdir("TMPDIR", folder.c_str());
   EXPECT_EQ(work_dir_pattern(), "/tmp/acspeed-tune-XXXXXX");
   std::filesystem::remove(folder);
 }
 
-TEST_F(TmpdirTest, ATmpdirThatIsNoFolderFallsBackToTmp) {
-  setenv("TMPDIR", "/nonexistent-acspeed-tmpdir", 1);
+TEST(WorkDir, ATmpdirThatIsNoFolderFallsBackToTmp) {
+  const ScopedEnv tmpdir("TMPDIR", "/nonexistent-acspeed-tmpdir");
   EXPECT_EQ(work_dir_pattern(), "/tmp/acspeed-tune-XXXXXX");
 }
 
