@@ -10,7 +10,7 @@ first install_hook, never at `import acspeed`."""
 import functools
 import inspect
 import weakref
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from . import _log
 
@@ -40,7 +40,7 @@ def install() -> None:
         acspeed_state = state_of(self)
         if acspeed_state is None or acspeed_state.user_hook is not None:
             return original_register(self, state, hook)
-        yield_to_user(self, acspeed_state, state, hook)
+        yield_to_user(self, acspeed_state, state, hook, lambda: original_register(self, state, hook))
         return None
 
     original_builtin = DDP._register_builtin_comm_hook
@@ -52,7 +52,7 @@ def install() -> None:
             return original_builtin(self, comm_hook_type)
         # DDP's one hook slot holds acspeed's hook: run the Python twin of the built-in instead.
         hook = python_builtin_hook(comm_hook_type)
-        yield_to_user(self, acspeed_state, self.process_group, hook)
+        yield_to_user(self, acspeed_state, self.process_group, hook, lambda: original_builtin(self, comm_hook_type))
         return None
 
     _patch_grad_scaler()
@@ -93,7 +93,9 @@ _STATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def state_of(ddp) -> Optional["HookState"]:
     """The acspeed hook state of a DDP model, or None when acspeed registered no hook on it (also
-    on a copy of one: copies reduce with DDP's built-in allreduce)."""
+    on a copy of one: copies reduce with DDP's built-in allreduce). While online tuning explores,
+    the state stays with the model also in windows whose reducer has no hook of acspeed's
+    (HookState.registered says which)."""
     return _STATES.get(ddp)
 
 
@@ -107,14 +109,16 @@ def attach_observer(ddp, observer) -> None:
     state.observer = observer
 
 
-def install_hook(ddp, config: "CommConfig", group) -> "HookState":
+def install_hook(ddp, config: "CommConfig", group, register: bool = True) -> "HookState":
     """Builds the hook state for `ddp` and registers the hook (collective). The lanes are released
-    when the DDP object is garbage-collected, or earlier by HookState.close()."""
+    when the DDP object is garbage-collected, or earlier by HookState.close(). `register` False:
+    the state only (online tuning registers the hook when a window's config needs it)."""
     from .engine.state import HookState  # noqa: PLC0415 - keeps `import acspeed` cheap
     state = HookState.create(config, group, [p for p in ddp.module.parameters() if p.requires_grad])
     state.param_names = {id(p): name for name, p in ddp.module.named_parameters()}
     try:
-        register_hook(ddp, state)
+        if register:
+            register_hook(ddp, state)
     except BaseException:
         state.close()
         raise
@@ -128,6 +132,7 @@ def register_hook(ddp, state: "HookState") -> None:
     a rebuilt reducer (acspeed.reducer) has none yet)."""
     from .engine.state import comm_hook  # noqa: PLC0415
     original_register_comm_hook()(ddp, state, comm_hook)
+    state.registered = True
     # DDP lists registered hooks in _comm_hooks (pickled with the model; run per parameter by its Python
     # reducer): acspeed's hook is not the user's, so it stays out of that list, as DDP's built-in one does.
     if getattr(ddp, "_comm_hooks", None):
@@ -146,18 +151,23 @@ def original_register_comm_hook():
     return getattr(method, "_acspeed_original", method)
 
 
-def yield_to_user(ddp, state: "HookState", user_state, user_hook) -> None:
+def yield_to_user(ddp, state: "HookState", user_state, user_hook, register: Callable[[], None]) -> None:
     """The user registered their own comm hook after acspeed did: theirs runs from now on (DDP keeps
-    one hook slot, so acspeed's hook hands every bucket to theirs) and acspeed's lanes are released."""
-    check = getattr(ddp, "_check_comm_hook", None)
-    if check is not None:
-        check(user_hook)
+    one hook slot, so acspeed's hook hands every bucket to theirs; where the reducer holds no hook of
+    acspeed's, in an online tuning window that runs DDP's own reduction, `register` puts theirs on
+    it) and acspeed's lanes are released."""
     name = getattr(user_hook, "__qualname__", repr(user_hook))
+    if not state.registered:
+        register()
+    else:
+        check = getattr(ddp, "_check_comm_hook", None)
+        if check is not None:
+            check(user_hook)
+        if getattr(ddp, "logger", None) is not None:
+            ddp.logger._set_comm_hook_name(name)
+        if hasattr(ddp, "_comm_hooks"):
+            ddp._comm_hooks = [(user_hook, user_state)]
     state.user_hook = (user_hook, user_state)
-    if getattr(ddp, "logger", None) is not None:
-        ddp.logger._set_comm_hook_name(name)
-    if hasattr(ddp, "_comm_hooks"):
-        ddp._comm_hooks = [(user_hook, user_state)]
     if state.stepper is not None:  # online tuning (acspeed.online) ends with it: nothing left to switch
         state.stepper.stop(f"your comm hook {name} took over")
     state.close()

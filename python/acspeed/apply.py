@@ -175,7 +175,10 @@ def construct(original, signature, ddp, args, kwargs) -> None:
             notes.append(blocker + ("; not tuned online" if found.online is not None else ""))
         else:
             try:
-                state = _patch.install_hook(ddp, config, group)
+                # Tuned online: the hook state is built, and registered only when the job's own DDP
+                # needs it (a pinned compression): DDP's own reduction otherwise (acspeed.online).
+                register = found.online is None or online.runs_hooked(found.online["held"], config)
+                state = _patch.install_hook(ddp, config, group, register)
                 if found.online is not None:
                     online.begin(ddp, state, found.online, group, device, signature.parameters)
             except (RuntimeError, ValueError) as error:

@@ -14,40 +14,48 @@ arguments the caller passed (by the knob rows' `ddp_argument`: a passed one is a
 ACSPEED_* pins; it broadcasts the payload (every point's config, the plans of windows 0 and 1,
 the warm-up) with the lookup's decision, so every rank holds the same plan.
 
-The protocol (every rank, in acspeed's comm hook; `Stepper.step`):
-  * A step is one synchronised backward of the tuned DDP model: the comm hook's call with bucket 0.
-    DDP calls the hook only when it synchronises, so `no_sync` micro-batches and evaluation forwards
-    are not steps, and a rank that has joined (DDP.join with uneven inputs) still calls the hook
-    with zero gradients: every rank counts the same steps.
-  * The first WARMUP_STEPS steps run the job's own DDP untimed. Then window k runs its plan's
-    `steps` steps; a step's time on a rank is the interval between its bucket-0 call and the next
-    one (the CPU's clock; on CUDA, events recorded on the current CUDA stream at bucket 0, read at
-    the window's boundary).
-  * Window k's boundary is bucket 0 of the first step after it. There every rank makes ONE
-    collective on acspeed's own process group (created by every rank, in the same order, when
-    tuning starts): an all-reduce MAX of a float64 vector holding this rank's step times of window
-    k (padded) and two slots that rank 0 fills with its plan of window k + 2 (its ordinal, and
-    whether it is the decision) while the others put -1. Rank 0 planned window k + 2 before the
-    collective from the windows up to k - 1 (the driver's lookahead 2) and pushes window k's max
-    times after it. So every rank knows window k + 1's config one window ahead, and all switch to
-    it in this same step (HookState.replace_config at this bucket 0, before the step's first
-    bucket is reduced; lanes a config needs are built here, by every rank, in one order).
-  * A boundary whose next window is the decision makes no collective: from there the decision
-    runs for good and the counter leaves the hook. This boundary collective is the only blocking
-    call acspeed makes inside the hook, and it never waits on another hook call's future.
+The protocol (every rank, in the DDP model's forward pre-hook; `Stepper.before_forward`):
+  * A step is one synchronised backward of the tuned DDP model, counted as DDP counts its own: a
+    forward with torch.is_grad_enabled() and require_backward_grad_sync, so `no_sync` micro-batches
+    and evaluation forwards are not steps. A rank that has joined (DDP.join with uneven inputs) runs
+    no forward: DDP's join hook shadows each forward of the others (its main_hook, wrapped while
+    tuning runs), the protocol runs there, and the step is counted when the shadow synchronised
+    (require_forward_param_sync, which main_hook sets): every rank counts the same steps.
+  * The protocol runs at the first forward of each step (a step's later forwards, its no_sync
+    micro-batches, pass). The first WARMUP_STEPS steps run the job's own DDP untimed. Then window k
+    runs its plan's `steps` steps; a step's time on a rank is the interval between the first
+    forwards of consecutive steps (the CPU's clock; on CUDA, events recorded on the current CUDA
+    stream there, read at the window's boundary).
+  * Window k's boundary is the first forward of the first step after it. There every rank waits
+    for the previous boundary's collective (window k - 1's, issued a window ago: done by now), which
+    brought window k + 1's config; switches to it (below); and issues window k's collective,
+    asynchronously, on acspeed's own process group (created by every rank, in the same order, when
+    tuning starts): an all-reduce MAX of a float64 vector holding this rank's step times of window k
+    (padded) and three slots that rank 0 fills with its plan of window k + 2 while the others put -1.
+    Rank 0 planned window k + 2 from the windows up to k - 1 (the driver's lookahead 2) and pushes
+    window k's max times when the collective is waited for, at the next boundary. Nothing there
+    blocks on another rank: a blocking collective in the forward pre-hook would deadlock under
+    DDP.join (a joined rank reaches its join hook only after the others' forwards began DDP's own
+    collectives), and no acspeed collective is left inside the comm hook but a new config's lanes.
+  * A boundary whose next window is the decision issues no collective: from there the decision
+    runs for good and the pre-hook leaves.
 
-Bucket size (a DDP constructor knob) switches through a rebuilt reducer (acspeed.reducer), before
-the forward of the window's first step: every rank knows window k + 1's config one window ahead,
-and every rank rebuilds in that forward (DDP's forward pre-hook; a rank that has joined, in its
-join hook, which shadows that forward). Where torch lacks the private API it needs, the bucket
-size is held (the start line says so). During exploration the baseline windows run the job's own
-buckets through acspeed's plain all-reduce hook.
+Switching (docs/online.md, "Switching"): a window whose config needs no comm hook (the runtime's
+CommConfig.needs_comm_hook: the job's own DDP, a bucket size alone) runs DDP's own reducer without
+any hook: DDP as the user built it. A window whose config needs one runs acspeed's hook. Between
+two windows, in the forward pre-hook (a joined rank: its join hook), before the window's first
+step: other buckets, or a hook to take away, rebuild the reducer (acspeed.reducer); a hook to add
+alone is registered on the running reducer; between two hooked configs with the same buckets, the
+hook takes the new config at the step's bucket 0 (HookState.replace_config, which builds new lanes
+there, every rank in one order). Where torch lacks the private API a rebuild needs, the bucket size
+is held and every window runs through acspeed's hook, the job's own DDP through its plain
+all-reduce (the start line says so).
 
 The end state is what `import acspeed` builds from the stored decision: its buckets, and acspeed's
 hook only when the decision needs one. The decision is set up in the forward before the first step
-it runs: a decision that needs no hook ("keep DDP defaults" among them) gets a rebuilt reducer
-without any hook, the hook state's lanes are released and the forward pre-hook removed, so no
-acspeed code is left in the step path.
+it runs: a decision that needs no hook ("keep DDP defaults" among them) gets a reducer without any
+hook, the hook state's lanes are released and the forward pre-hook removed, so no acspeed code is
+left in the step path.
 """
 import atexit
 import functools
@@ -95,7 +103,7 @@ def testing(clock: Optional[Callable[[int, int, object], float]] = None, warmup:
 
 
 class CpuClock:
-    """Step times from the host's monotonic clock, read at each bucket 0."""
+    """Step times from the host's monotonic clock, read at each step's first forward."""
 
     def __init__(self):
         self._last: Optional[float] = None
@@ -114,10 +122,10 @@ class CpuClock:
 
 
 class CudaClock:
-    """Step times from CUDA events recorded on the current CUDA stream at each bucket 0 (when the
-    step's first gradients are ready on the device), read at the boundary: only then does the host
-    wait, for the boundary's own event. `event` makes an event and `stream` names the current CUDA
-    stream (seams for fakes in tests)."""
+    """Step times from CUDA events recorded on the current CUDA stream at each step's first forward
+    (after the previous step's work queued there: its backward's wait on the reduced buckets, the
+    optimizer), read at the boundary: only then does the host wait, for the boundary's own event.
+    `event` makes an event and `stream` names the current CUDA stream (seams for fakes in tests)."""
 
     def __init__(self, device: torch.device, event: Optional[Callable[[], object]] = None,
                  stream: Optional[Callable[[], object]] = None):
@@ -252,9 +260,18 @@ def start_line(payload: dict) -> str:
     pinned = "; held: " + ", ".join(payload["pinned"]) if payload["pinned"] else ""
     if payload["held"] and "switching it rebuilds DDP's reducer" in pinned:
         pinned += f": {payload['held']}"
+    if payload["held"]:
+        pinned += ("; the job's own DDP runs through acspeed's plain all-reduce hook while it tunes (running it "
+                   "without the hook rebuilds DDP's reducer)")
     return (f"tuning this job's DDP communication online: at most {payload['warmup'] + payload['max_steps']} steps "
             f"({payload['warmup']} warm-up, then windows of the job's own DDP alternated with candidates), then it "
             f"keeps the fastest proven config{pinned}; ACSPEED_ONLINE=0 turns it off")
+
+
+def runs_hooked(held: Optional[str], config) -> bool:
+    """Whether a window of `config` runs acspeed's comm hook: when the config needs one (the
+    runtime says), or always where the reducer cannot be rebuilt (`held` says why: the payload's)."""
+    return held is not None or config.needs_comm_hook()
 
 
 def baseline(payload: dict):
@@ -264,8 +281,9 @@ def baseline(payload: dict):
 
 
 def begin(ddp, state, payload: dict, group, device: torch.device, parameters) -> "Stepper":
-    """Every rank, after acspeed's hook is installed on `ddp` (collective: acspeed's own group).
-    `parameters`: DDP's constructor parameters (what a config's buckets are bound against)."""
+    """Every rank, after acspeed's hook state is built for `ddp` (registered only when the job's own
+    DDP needs it; collective: acspeed's own group). `parameters`: DDP's constructor parameters (what
+    a config's buckets are bound against)."""
     global _started
     _started = True
     tuner = _Plan.tuner if dist.get_rank() == 0 else None
@@ -275,7 +293,8 @@ def begin(ddp, state, payload: dict, group, device: torch.device, parameters) ->
         stepper.job = _Job(ddp, device)
         atexit.register(_at_exit, weakref.ref(stepper))
     stepper.state, stepper.parameters = state, parameters
-    stepper.buckets = stepper.buckets_of(stepper.configs[stepper.baseline])
+    stepper.config = stepper.configs[stepper.baseline]
+    stepper.buckets = stepper.buckets_of(stepper.config)
     stepper.gradient_bytes = sum(p.numel() * p.element_size() for p in ddp.module.parameters() if p.requires_grad)
     state.stepper = stepper
     _STEPPERS[ddp] = stepper
@@ -284,18 +303,27 @@ def begin(ddp, state, payload: dict, group, device: torch.device, parameters) ->
     return stepper
 
 
+def _synchronised(ddp) -> bool:
+    """Whether this forward of `ddp` is a step: DDP synchronises its backward (DDP's own test)."""
+    return torch.is_grad_enabled() and ddp.require_backward_grad_sync
+
+
 def _before_forward(module, args) -> None:
-    """DDP's forward pre-hook while online tuning may still rebuild the reducer (Stepper.before_forward);
-    a module-level function, so a copy or a pickle of the DDP model holds no acspeed state."""
+    """DDP's forward pre-hook while online tuning runs (Stepper.before_forward), then the step's
+    count; a module-level function, so a copy or a pickle of the DDP model holds no acspeed state."""
     stepper = _STEPPERS.get(module)
     if stepper is not None:
         stepper.before_forward(module)
+        if _synchronised(module):
+            stepper.steps += 1
 
 
 def _patch_join_hook() -> None:
     """A rank that has joined (DDP.join) runs no forward: DDP's join hook shadows each forward of
-    the others once (main_hook), before the reducer's own bucket rebuild; the rebuild due in that
-    forward happens there too. Idempotent; a DDP model that no stepper holds is untouched."""
+    the others once (main_hook): the protocol of that forward runs before it (the rebuild due there
+    before the reducer's own bucket rebuild), and the step is counted when the shadow synchronised
+    the backward (main_hook sets require_forward_param_sync to that). Idempotent; a DDP model that
+    no stepper holds is untouched."""
     from torch.nn.parallel import distributed  # noqa: PLC0415 - loaded with torch
     join_hook = getattr(distributed, "_DDPJoinHook", None)
     if join_hook is None or hasattr(join_hook.main_hook, "_acspeed_original"):
@@ -304,8 +332,12 @@ def _patch_join_hook() -> None:
 
     @functools.wraps(original)
     def main_hook(self):
-        _before_forward(self.ddp, ())
-        return original(self)
+        stepper = _STEPPERS.get(self.ddp)
+        if stepper is not None:
+            stepper.before_forward(self.ddp)
+        original(self)
+        if stepper is not None and self.ddp.require_forward_param_sync:
+            stepper.steps += 1
 
     main_hook._acspeed_original = original
     join_hook.main_hook = main_hook
@@ -374,8 +406,9 @@ class _Job:
 
 
 class Stepper:
-    """Counts steps in the comm hook (HookState.stepper, called at each bucket 0), runs the
-    boundary protocol (module docstring) and switches the hook's config."""
+    """Counts steps and runs the boundary protocol in the DDP model's forward pre-hook (a joined
+    rank: DDP's join hook; module docstring) and switches configs: the reducer, acspeed's hook on
+    it or not, and the hook's config (HookState.stepper: at bucket 0)."""
 
     def __init__(self, payload: dict, group, device: torch.device, tuner=None):
         core = _runtime.core()
@@ -393,21 +426,23 @@ class Stepper:
         ranks = sorted(dist.get_process_group_ranks(group))
         self.group = dist.new_group(ranks=ranks, backend=str(dist.get_backend(group)))
         self.clock = _clock(device)
-        self.steps = 0          # bucket-0 calls so far
+        self.steps = 0          # synchronised steps so far (_before_forward and the join hook count them)
+        self.started = -1       # the step whose first forward ran the protocol (before_forward)
         self.window = -1        # the window running (-1: warm-up)
         self.boundary = self.warmup  # the step that starts the next window
         self.switches: List[Tuple[int, int]] = []  # (step, ordinal) where a window's config took over
         self.done = False
         self.stopped: Optional[str] = None
-        self.config = None      # the config running
+        self.config = None      # the config running (begin: the job's own)
+        self.pending: Optional[Tuple[int, int]] = None  # (step, ordinal) the hook takes at that step's bucket 0
+        self.exchange: Optional[tuple] = None  # (window, vector, work): the boundary collective in flight
         self.job: Optional[_Job] = None  # rank 0
         self.writer: Optional[threading.Thread] = None  # rank 0: stores the decision off the training thread
         self.stored: Optional[dict] = None  # store_online_session's answer once written
         self.state = None       # the HookState (begin)
         self.parameters = None  # DDP's constructor parameters (begin)
         self.buckets: Optional[tuple] = None  # (bucket_cap_mb, bucket_cap_mb_list, first MiB) the reducer was built with
-        self.pre_forward = None  # the forward pre-hook's handle while the reducer may be rebuilt
-        self.prepared = -1      # the step whose forward set up its window (before_forward)
+        self.pre_forward = None  # the forward pre-hook's handle while tuning runs
         self.gradient_bytes = 0  # the model's gradients, bytes (begin)
 
     def stop(self, why: str) -> None:
@@ -425,37 +460,108 @@ class Stepper:
         return arguments.get("bucket_cap_mb"), arguments.get("bucket_cap_mb_list"), first
 
     def before_forward(self, ddp) -> None:
-        """DDP's forward pre-hook (and a joined rank's join hook), on every rank alike: before the
-        first step of a window, the reducer gets the window's buckets; before the decision's first
-        step, the decision is set up for good; once tuning has ended, the reducer goes back to the
-        job's own buckets (stopped) and the pre-hook leaves."""
+        """Every forward of the DDP model (a joined rank: each shadowed one), every rank alike, before
+        DDP's own forward work. At a step's first forward: its clock mark; at a window's boundary, the
+        protocol and the switch to the window's config; before the decision's first step, the
+        decision for good. Once tuning has stopped: the job's own DDP again, and the pre-hook leaves."""
         if self.done:
-            if self.stopped is not None:
-                self._rebuild(ddp, self.configs[self.baseline], hooked=True)
-            self._finish(ddp)
+            self._stopped(ddp)
             return
-        if self.steps != self.boundary or self.prepared == self.steps:
+        step = self.steps
+        if step == self.started:  # a later forward of the same step (no_sync micro-batches)
             return
-        self.prepared = self.steps
-        ordinal, _, settled = self.plans[self.window + 1]
+        self.started = step
+        if step < self.boundary:
+            if self.window >= 0:
+                self.clock.mark(self.window, self.config)
+            return
+        k = self.window
+        if self.exchange is not None:
+            self._receive()  # window k - 1's collective: window k + 1's plan
+        ordinal, steps, settled = self.plans[k + 1]
         if settled:
             self._set_up_decision(ddp, ordinal)
             return
-        self._rebuild(ddp, self.configs[ordinal], hooked=True)
+        self.clock.mark(k + 1, self.configs[ordinal])  # this step runs window k + 1's config
+        if k >= 0:
+            self._send(k)
+        self.window = k + 1
+        self.boundary = step + steps
+        self._switch(ddp, step, ordinal)
+
+    def _stopped(self, ddp) -> None:
+        """The first forward after tuning stopped: the job's own buckets again; your comm hook stays
+        where it took over, else the job's own DDP (no hook, lanes released) as at the end state."""
+        own = self.configs[self.baseline]
+        if self.stopped is not None:
+            if self.state.user_hook is not None:  # acspeed's hook (a rebuilt reducer's) hands buckets to theirs
+                if self.buckets_of(own) != self.buckets:
+                    self._rebuild(ddp, own, hooked=True)
+            else:
+                self._end_state(ddp, self.baseline)
+        self._finish(ddp)
+
+    def _switch(self, ddp, step: int, ordinal: int) -> None:
+        """A window's config takes over from this step (module docstring, "Switching")."""
+        config = self.configs[ordinal]
+        if config == self.config:
+            return
+        hooked = runs_hooked(self.held, config)
+        self._rebuild(ddp, config, hooked)
+        if hooked and config != self.state.config:
+            self.pending = (step, ordinal)  # at this step's bucket 0 (at_bucket_zero)
+            return
+        self._ran(step, ordinal)
+
+    def at_bucket_zero(self, state) -> None:
+        """acspeed's hook, bucket 0 of a step (HookState.stepper): a hooked config due from this step
+        takes over before the step's first bucket is reduced; new lanes are built here, by every
+        rank in one order (a collective)."""
+        if self.pending is not None:
+            (step, ordinal), self.pending = self.pending, None
+            self._replace(state, step, ordinal)
+
+    def _replace(self, state, step: int, ordinal: int) -> None:
+        config = self.configs[ordinal]
+        if config != state.config:
+            try:
+                state.replace_config(config)  # every rank raises alike (the lanes' agreement): every rank stops
+            except (RuntimeError, ValueError) as error:
+                if _runtime.strict_or_off():
+                    raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): online tuning could not switch to "
+                                       f"{config.describe()} ({error})") from error
+                self.stop(f"{config.describe()} could not be set up ({error}); the job's own DDP runs on")
+                return
+        self._ran(step, ordinal)
+
+    def _ran(self, step: int, ordinal: int) -> None:
+        """The window's config runs from `step` (its NCCL rules too)."""
+        config = self.configs[ordinal]
+        if config == self.config:
+            return
+        self.config = config
+        if self.nccl:
+            nccl.publish_rules(config.to_json())
+        self.switches.append((step, ordinal))
 
     def _rebuild(self, ddp, config, hooked: bool, exact: bool = False) -> None:
-        """The reducer with the config's buckets (acspeed.reducer), with acspeed's hook (`hooked`)
-        or none. Nothing when the hook stays and the arguments are the same, or (unless `exact`:
-        the end state) when both cut the gradients into the same single bucket: a rebuild would
-        cost a step its overlap and DDP's runtime logging its statistics for nothing."""
+        """The reducer with the config's buckets (acspeed.reducer), with acspeed's hook (`hooked`) or
+        none. Other buckets, or a hook to take away, need a new reducer; a hook to add alone is
+        registered on the running one. Nothing when both cut the gradients into the same single
+        bucket (unless `exact`: the end state): a rebuild would cost a step its overlap and DDP's
+        runtime logging its statistics for nothing."""
         buckets = self.buckets_of(config)
-        if hooked and (buckets == self.buckets or (not exact and self._one_bucket(ddp, buckets)
-                                                   and self._one_bucket(ddp, self.buckets))):
+        same = buckets == self.buckets or (not exact and self._one_bucket(ddp, buckets)
+                                           and self._one_bucket(ddp, self.buckets))
+        registered = self.state.registered
+        if same and hooked == registered:
             return
-        cap, caps, first = buckets
-        with apply._first_bucket(first):
-            reducer.rebuild(ddp, cap, caps)
-        self.buckets = buckets
+        if not same or registered:
+            cap, caps, first = buckets
+            with apply._first_bucket(first):
+                reducer.rebuild(ddp, cap, caps)
+            self.buckets = buckets
+            self.state.registered = False
         if hooked:
             _patch.register_hook(ddp, self.state)
             if self.state.user_hook is not None:  # acspeed's hook hands every bucket to theirs
@@ -469,24 +575,26 @@ class Stepper:
 
     def _set_up_decision(self, ddp, ordinal: int) -> None:
         """The forward before the decision's first step: what `import acspeed` builds from it."""
-        decided = self.configs[ordinal]
-        state = self.state
         self.window += 1
-        if decided.needs_comm_hook() or self.held:  # held: DDP's reducer stays, and with it acspeed's hook
-            self._rebuild(ddp, decided, hooked=True, exact=True)
-            self._switch(state, self.steps, ordinal)
-        else:  # DDP's own reduction: a reducer without any hook, the lanes released
-            self._rebuild(ddp, decided, hooked=False)
-            state.stepper = None
-            state.close()
-            _patch.forget(ddp)
-            if self.nccl:
-                nccl.publish_rules(decided.to_json())
-            self.config = decided
-            self.switches.append((self.steps, ordinal))
+        self._end_state(ddp, ordinal)
         if not self.done:
-            self._settle(state)
+            self._settle(self.state)
         self._finish(ddp)
+
+    def _end_state(self, ddp, ordinal: int) -> None:
+        """`ordinal` runs for good from this step: its buckets (exactly those a DDP built from it has),
+        acspeed's hook only if it needs one (held: the reducer cannot lose the hook), else no hook,
+        the lanes released and the state forgotten."""
+        config, state = self.configs[ordinal], self.state
+        state.stepper, self.pending = None, None
+        if runs_hooked(self.held, config):
+            self._rebuild(ddp, config, hooked=True, exact=True)
+            self._replace(state, self.steps, ordinal)  # local: its lanes were built when it ran in a window
+            return
+        self._rebuild(ddp, config, hooked=False, exact=True)
+        state.close()
+        _patch.forget(ddp)
+        self._ran(self.steps, ordinal)
 
     def _finish(self, ddp) -> None:
         """Tuning needs no forward any more: the pre-hook leaves the DDP model."""
@@ -495,36 +603,9 @@ class Stepper:
             self.pre_forward.remove()
             self.pre_forward = None
 
-    def step(self, state) -> None:
-        """Bucket 0 of a synchronised backward, before the step's buckets are reduced."""
-        if self.done:
-            state.stepper = None
-            return
-        step = self.steps
-        self.steps += 1
-        if step < self.boundary:
-            if self.window >= 0:
-                self.clock.mark(self.window, self.config)
-            return
-        if self.prepared != step:  # every rank alike: the same forward pre-hooks run on each
-            self.stop(f"the DDP model's forward pre-hooks did not run before step {step} (is its forward "
-                      "called directly?), which switching its buckets needs")
-            state.stepper = None
-            return
-        k = self.window
-        ordinal, steps, _ = self.plans[k + 1]
-        self.clock.mark(k + 1, self.configs[ordinal])  # this step runs window k + 1's config
-        if k >= 0:
-            self._exchange(k)
-        self.window = k + 1
-        self._switch(state, step, ordinal)
-        if self.done:  # stopped: the switch could not be made
-            state.stepper = None
-            return
-        self.boundary = step + steps
-
-    def _exchange(self, k: int) -> None:
-        """The boundary collective: window k's times (MAX over ranks) and rank 0's plan of k + 2."""
+    def _send(self, k: int) -> None:
+        """Issues window k's boundary collective (asynchronous; waited for at the next boundary):
+        this rank's step times of window k, and rank 0's plan of window k + 2 (MAX over ranks)."""
         times = self.clock.take()
         steps = self.plans[k][1]
         if len(times) != steps:
@@ -534,7 +615,14 @@ class Stepper:
         if self.tuner is not None:
             vector[self.pad:] = torch.tensor(self._plan_ahead(k + 2), dtype=torch.float64)
         vector = vector.to(self.through)
-        dist.all_reduce(vector, op=dist.ReduceOp.MAX, group=self.group)
+        work = dist.all_reduce(vector, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        self.exchange = (k, vector, work)
+
+    def _receive(self) -> None:
+        """Waits for window k's collective (every rank issued it a window ago): the plan of window
+        k + 2 on every rank; rank 0 pushes window k's max times."""
+        (k, vector, work), self.exchange = self.exchange, None
+        work.wait()
         values = vector.cpu().tolist()
         ordinal, flag, ahead = (int(value) for value in values[self.pad:])
         if ordinal < 0:
@@ -542,7 +630,7 @@ class Stepper:
         self.plans[k + 2] = [ordinal, ahead, flag != 0]
         if self.tuner is not None:
             try:
-                self.tuner.push(k, values[:steps])
+                self.tuner.push(k, values[:self.plans[k][1]])
             except (RuntimeError, ValueError) as error:
                 self._abandon(f"window {k}'s times were refused: {error}")
 
@@ -561,25 +649,6 @@ class Stepper:
         _log.warn(f"online tuning abandoned ({why}): the job's own DDP config runs on; nothing is stored",
                   once=("online-abandoned", id(self)))
         self.tuner = None
-
-    def _switch(self, state, step: int, ordinal: int) -> None:
-        config = self.configs[ordinal]
-        current = self.config if self.config is not None else state.config
-        if config == current:
-            self.config = config
-            return
-        try:
-            state.replace_config(config)  # every rank raises alike (the lanes' agreement): every rank stops
-        except (RuntimeError, ValueError) as error:
-            if _runtime.strict_or_off():
-                raise RuntimeError(f"acspeed (ACSPEED_STRICT=1): online tuning could not switch to "
-                                   f"{config.describe()} ({error})") from error
-            self.stop(f"{config.describe()} could not be set up ({error}); {current.describe()} runs on")
-            return
-        self.config = config
-        if self.nccl:
-            nccl.publish_rules(config.to_json())
-        self.switches.append((step, ordinal))
 
     def _settle(self, state) -> None:
         self.done = True

@@ -20,18 +20,49 @@ WINDOWS = {"warmup": 2, "window_steps": 3, "discard_steps": 1}
 
 
 class StepLog:
-    """Per synchronised step: the config the hook reduced its buckets with (seen at bucket 1, after
-    bucket 0 switched), and which buckets ran on which lane."""
+    """Per synchronised step of the tuned DDP model on this rank: the comm hook DDP's logger names for
+    the reducer the step runs (None: no comm hook at all) and its bucket cap, read in a forward
+    pre-hook that runs after acspeed's (which switched there); then the config acspeed's hook
+    reduced the step's buckets with, seen at bucket 0 after any switch there (None: no hook of
+    acspeed's ran in the step). Each step is [hook name, bucket cap bytes, acspeed's config]."""
 
-    def __init__(self, state):
+    def __init__(self, ddp, state):
         self.state, self.steps = state, []
+        self._handle = ddp.register_forward_pre_hook(self._forward)
+        acspeed._patch.attach_observer(ddp, self)
+
+    def _forward(self, ddp, args):
+        if torch.is_grad_enabled() and ddp.require_backward_grad_sync:
+            data = ddp._get_ddp_logging_data()
+            self.steps.append([data.get("comm_hook"), data.get("bucket_cap_bytes"), None])
 
     def bucket_launched(self, index, nbytes):
         if index == 0:
-            self.steps.append(self.state.config.describe())
+            self.steps[-1][2] = self.state.config.describe()
 
     def bucket_completed(self, index):
         pass
+
+    def close(self) -> None:
+        """The pre-hook leaves the DDP model, the observer acspeed's hook."""
+        self._handle.remove()
+        self.state.observer = None
+
+
+def windows_as_run(stepper, log: StepLog) -> list:
+    """Each window this rank ran (its plan's steps, from the warm-up's end on, up to the decision):
+    [its config, whether that config needs a comm hook (the runtime's answer), whether it is the
+    job's own DDP, the distinct (hook name, bucket cap, acspeed's config) its steps ran with]."""
+    windows, first = [], stepper.warmup
+    for _, (ordinal, steps, settled) in sorted(stepper.plans.items()):
+        if settled or first + steps > len(log.steps):
+            break
+        config = stepper.configs[ordinal]
+        seen = sorted({tuple(step) for step in log.steps[first:first + steps]}, key=str)
+        windows.append([config.describe(), config.needs_comm_hook(), ordinal == stepper.baseline, seen,
+                        config.bucket_cap_mb])
+        first += steps
+    return windows
 
 
 class Rebuilds:
@@ -53,9 +84,7 @@ class Rebuilds:
 
 def _tuned(ddp):
     state = acspeed._patch.state_of(ddp)
-    log = StepLog(state)
-    acspeed._patch.attach_observer(ddp, log)
-    return state, state.stepper, log
+    return state, state.stepper, StepLog(ddp, state)
 
 
 def chooses_the_faster(rank: int, world_size: int) -> dict:
@@ -70,7 +99,7 @@ def chooses_the_faster(rank: int, world_size: int) -> dict:
     first_x = next(k for k, (ordinal, _, _) in enumerate(windows)
                    if stepper.configs[ordinal].algorithm == "reduce_scatter")
     out = {"ran": len(log.steps), "switches": stepper.switches, "steps": log.steps, "final": state.config.describe(),
-           "first_x_window": first_x, "lanes": len(state.lanes)}
+           "first_x_window": first_x, "lanes": len(state.lanes), "windows": windows_as_run(stepper, log)}
     if rank == 0:
         import json
         out["evidence"] = json.loads(stepper.tuner.evidence())
@@ -120,10 +149,12 @@ def identical_to_online_off(rank: int, world_size: int) -> dict:
     tuned = DDP(make_wide_model(), gradient_as_bucket_view=True)
     state, stepper, log = _tuned(tuned)
     train(tuned, rank, steps, micro=2)
+    log.close()
     base, result = flat_params(off), flat_params(tuned)
     out = {"equal": torch.equal(base, result),
            "difference": float((base - result).abs().max() / base.abs().max()), "switches": stepper.switches,
            "done": stepper.done, "steps": log.steps, "cap": tuned.bucket_bytes_cap,
+           "windows_as_run": windows_as_run(stepper, log),
            "hooked": acspeed._patch.state_of(tuned) is state, "pre_hooks": len(tuned._forward_pre_hooks),
            "final": (state.config.algorithm, state.config.streams, state.config.bucket_cap_mb)}
     if rank == 0:
@@ -144,7 +175,8 @@ def end_state_is_what_the_next_run_builds(rank: int, world_size: int, folder: st
     train(tuned, rank, 300, stop_when=lambda: stepper.done)
     decided = stepper.config
     windows_seen = len(log.steps)
-    train(tuned, rank, 3)  # the decision's first steps: no acspeed hook sees them
+    train(tuned, rank, 3)  # the decision's first steps: no hook at all
+    log.close()
     with environment(ACSPEED_ONLINE="0", ACSPEED_CONFIG=_write(folder, "decision.json", decided.to_json())):
         fresh = DDP(make_wide_model())
     train(fresh, rank, 3)
@@ -152,7 +184,7 @@ def end_state_is_what_the_next_run_builds(rank: int, world_size: int, folder: st
     out["bucket"] = {"decided": decided.describe(), "needs_hook": decided.needs_comm_hook(),
                      "state": acspeed._patch.state_of(tuned), "fresh_state": acspeed._patch.state_of(fresh),
                      "lanes": len(state.lanes), "pre_hooks": len(tuned._forward_pre_hooks),
-                     "after_settling": len(log.steps) - windows_seen,
+                     "after_settling": log.steps[windows_seen:], "windows_as_run": windows_as_run(stepper, log),
                      "logging": [{key: d.get(key) for key in ("bucket_cap_bytes", "comm_hook")}
                                  for d in (data, fresh_data)],
                      "buckets": [[b.buffer().numel() for b in d.reducer._get_zeros_like_grad_buckets()]
@@ -162,6 +194,7 @@ def end_state_is_what_the_next_run_builds(rank: int, world_size: int, folder: st
     acspeed.online.testing(clock=lambda r, window, config: 0.1, **WINDOWS)
     tuned = DDP(make_model())
     state, stepper, log = _tuned(tuned)
+    log.close()
     collectives = []
     real_all_reduce = dist.all_reduce
 
@@ -194,7 +227,7 @@ def joins_with_uneven_inputs(rank: int, world_size: int) -> dict:
     rebuilds = Rebuilds()
     with ddp.join():
         train(ddp, rank, steps)
-    return {"counted": len(log.steps), "switches": stepper.switches, "done": stepper.done, "rebuilds": rebuilds.close(),
+    return {"counted": stepper.steps, "switches": stepper.switches, "done": stepper.done, "rebuilds": rebuilds.close(),
             "buckets": [stepper.configs[ordinal].bucket_cap_mb for _, ordinal in stepper.switches]}
 
 
@@ -216,6 +249,9 @@ def second_model_and_settings(rank: int, world_size: int) -> dict:
     first.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
     train(first, rank, 5)
     out["stopped"] = stepper.stopped
+    # The job's own DDP ran without acspeed's hook: theirs went on its reducer itself.
+    out["hook"] = first._get_ddp_logging_data().get("comm_hook")
+    out["registered"] = state.registered
     return out
 
 
@@ -242,8 +278,7 @@ def remembers_the_decision(rank: int, world_size: int, run: int) -> dict:
     lines = _listen()
     ddp = DDP(make_model(), bucket_cap_mb=0.001)
     state = acspeed._patch.state_of(ddp)
-    log = StepLog(state)
-    acspeed._patch.attach_observer(ddp, log)
+    log = StepLog(ddp, state)
     stepper = state.stepper
     out = {"tuned": stepper is not None}
     if run == 1:
@@ -345,3 +380,17 @@ def frontends_with_online_on(rank: int, world_size: int, folder: str) -> dict:
                                       for c in (stepper.configs[ordinal] for _, ordinal in stepper.switches)})}
         torch._dynamo.reset()
     return out
+
+
+def reducer_cannot_be_rebuilt(rank: int, world_size: int) -> dict:
+    """Where torch lacks the private API a rebuild needs (acspeed.reducer.unavailable says why), the
+    bucket size is held and every window runs through acspeed's hook, the job's own DDP through its
+    plain all-reduce; nothing is rebuilt and the start line says so."""
+    acspeed.reducer.unavailable = lambda arguments: "torch 0.0 lacks DDP's private _ddp_init_helper (test)"
+    acspeed.online.testing(clock=lambda r, window, config: 0.05 if config.streams == 2 else 0.1, **WINDOWS)
+    lines = _listen()
+    ddp = DDP(make_model())
+    state, stepper, log = _tuned(ddp)
+    rebuilds = Rebuilds()
+    train(ddp, rank, 60)
+    return {"windows": windows_as_run(stepper, log), "rebuilds": rebuilds.close(), "lines": lines.lines}

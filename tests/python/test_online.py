@@ -22,6 +22,7 @@ def test_every_rank_switches_at_the_same_step_and_the_forced_faster_candidate_wi
     assert first["steps"] == second["steps"], (first["steps"], second["steps"])
     for step, ordinal in first["switches"]:
         assert first["steps"][step] != first["steps"][step - 1], (step, first["steps"])
+    _assert_windows_ran_as_built(first["windows"], second["windows"])
     # The candidate made faster from window 5 (first run in window 5) won, judged over >= 3 pairs.
     assert first["first_x_window"] == 5, first
     assert first["decision_algorithm"] == "reduce_scatter", first["decision"]
@@ -29,6 +30,21 @@ def test_every_rank_switches_at_the_same_step_and_the_forced_faster_candidate_wi
     evidence = first["evidence"]
     assert len(evidence["pairs"]) >= 3 and evidence["speedups"]["step_speedup"]["ci_low"] > 1, evidence
     assert first["ran"] == second["ran"] < 400
+
+
+def _assert_windows_ran_as_built(*ranks_windows) -> None:
+    """Every rank ran every window alike: a config that needs no comm hook (the job's own DDP, a
+    bucket size alone) on a reducer without any comm hook (DDP's logger names none, acspeed's hook
+    ran in none of its steps), one that needs a hook through acspeed's hook with that config."""
+    assert all(windows == ranks_windows[0] for windows in ranks_windows), ranks_windows
+    for config, needs_hook, own, seen, _ in ranks_windows[0]:
+        hooks, reduced = {hook for hook, _, _ in seen}, {acspeed for _, _, acspeed in seen}
+        if needs_hook:
+            assert hooks == {"comm_hook"} and reduced == {config}, (config, seen)
+        else:
+            assert hooks == {None} and reduced == {None}, (config, seen)
+    assert any(own for _, _, own, _, _ in ranks_windows[0]), ranks_windows[0]
+    assert any(needs_hook for _, needs_hook, _, _, _ in ranks_windows[0]), ranks_windows[0]
 
 
 @ranks
@@ -41,6 +57,11 @@ def test_parameters_match_online_off_while_algorithm_streams_and_bucket_size_swi
         changes = sum(a[knob] != b[knob] for a, b in zip(windows, windows[1:]))
         assert changes >= 1, (name, windows)
     assert {w[2] for w in windows} == {5, 25}, windows
+    # Baseline windows ran without any comm hook, candidates through acspeed's; each on a reducer with
+    # its config's buckets.
+    _assert_windows_ran_as_built(*(result["windows_as_run"] for result in results))
+    for config, _, _, seen, cap_mb in results[0]["windows_as_run"]:
+        assert {cap for _, cap, _ in seen} == {int((cap_mb or 25) * 1024 * 1024)}, (config, seen)
     for result in results:
         assert result["done"] and result["switches"] == results[0]["switches"], result["switches"]
         # The decision (reduce_scatter, 2 streams, 5 MiB) ended with its own buckets and acspeed's hook.
@@ -54,13 +75,19 @@ def test_parameters_match_online_off_while_algorithm_streams_and_bucket_size_swi
 
 @ranks
 def test_the_settled_job_is_what_the_next_run_builds(tmp_path):
-    for result in run_ranks(online_scenarios.end_state_is_what_the_next_run_builds, 2, str(tmp_path)):
+    results = run_ranks(online_scenarios.end_state_is_what_the_next_run_builds, 2, str(tmp_path))
+    # While exploring, a candidate of a bucket size alone ran without any comm hook, as the baseline.
+    _assert_windows_ran_as_built(*(result["bucket"]["windows_as_run"] for result in results))
+    ran = results[0]["bucket"]["windows_as_run"]
+    assert any(not needs_hook and not own and cap_mb == 5 for _, needs_hook, own, _, cap_mb in ran), ran
+    for result in results:
         bucket = result["bucket"]
         assert bucket["decided"] == "bucket 5 MiB, allreduce" and not bucket["needs_hook"], bucket
         # No hook of acspeed's, the lanes released, the pre-hook gone, the same buckets as a DDP built
         # from the stored decision (after both rebuilt their buckets from the gradients' order).
         assert bucket["state"] is None and bucket["fresh_state"] is None, bucket
-        assert bucket["lanes"] == 0 and bucket["pre_hooks"] == 0 and bucket["after_settling"] == 0, bucket
+        assert bucket["lanes"] == 0 and bucket["pre_hooks"] == 0, bucket
+        assert bucket["after_settling"] == [[None, 5 * 1024 * 1024, None]] * 3, bucket
         tuned, fresh = bucket["logging"]
         assert tuned == fresh and tuned["bucket_cap_bytes"] == 5 * 1024 * 1024 and tuned["comm_hook"] is None, bucket
         tuned_buckets, fresh_buckets = bucket["buckets"]
@@ -74,10 +101,23 @@ def test_the_settled_job_is_what_the_next_run_builds(tmp_path):
 
 
 @ranks
+def test_without_the_rebuild_api_every_window_runs_through_acspeeds_hook_and_the_line_says_so():
+    first, second = run_ranks(online_scenarios.reducer_cannot_be_rebuilt, 2)
+    assert first["windows"] == second["windows"] and first["rebuilds"] == second["rebuilds"] == [], first
+    assert any(own for _, _, own, _, _ in first["windows"]), first["windows"]
+    for config, _, _, seen, _ in first["windows"]:  # the job's own DDP too: acspeed's plain all-reduce
+        assert {(hook, acspeed) for hook, _, acspeed in seen} == {("comm_hook", config)}, (config, seen)
+    start = next(line for line in first["lines"] if "tuning this job's DDP communication online" in line)
+    assert "held: bucket_mb" in start and "lacks DDP's private _ddp_init_helper (test)" in start, start
+    assert "the job's own DDP runs through acspeed's plain all-reduce hook while it tunes" in start, start
+
+
+@ranks
 def test_ddp_join_with_uneven_inputs_counts_the_same_steps_and_does_not_hang():
     first, second = run_ranks(online_scenarios.joins_with_uneven_inputs, 2, timeout=120)
-    # Rank 1 joined after 35 steps; its hook still ran for the 85 steps rank 0 went on with.
-    assert first["counted"] == second["counted"] == 120, (first, second)
+    # Rank 1 joined after 35 steps; DDP's join hook shadowed rank 0's forwards, and rank 1 counted the
+    # synchronised ones there: both ranks counted the same steps up to the decision.
+    assert first["counted"] == second["counted"] > 35, (first, second)
     assert first["switches"] == second["switches"] and any(step > 35 for step, _ in first["switches"]), first
     # The bucket size switched (the reducer rebuilt) after rank 1 joined.
     late = [bucket for (step, _), bucket in zip(first["switches"], first["buckets"]) if step > 35]
@@ -102,6 +142,8 @@ def test_one_ddp_model_per_process_and_a_users_hook_ends_tuning():
         assert result["off"] and result["first"], result
         assert result["second"] is None, result  # the second model: DDP defaults, no hook
         assert result["stopped"].startswith("your comm hook allreduce_hook took over"), result
+        # Registered while the job's own DDP ran without acspeed's hook: theirs went on the reducer.
+        assert result["hook"] == "allreduce_hook" and not result["registered"], result
 
 
 @pytest.mark.parametrize("setting, source, tuned", [
@@ -198,7 +240,7 @@ def test_a_settled_decision_is_stored_as_an_online_session_and_the_next_run_appl
     # The second run of the same job: the decision from its first step, no tuning, no window collective.
     for result in run_ranks(online_scenarios.remembers_the_decision, 2, 2, env={"ACSPEED_DB": db}):
         assert not result["tuned"] and result["algorithm"] == "reduce_scatter", result
-        assert len(result["steps"]) == 3 and all("reduce_scatter" in step for step in result["steps"]), result
+        assert len(result["steps"]) == 3 and all("reduce_scatter" in step[2] for step in result["steps"]), result
 
 
 @ranks
@@ -217,6 +259,11 @@ def test_a_config_whose_lanes_cannot_be_built_stops_tuning_on_every_rank():
     for result in (first, second):
         assert "could not be set up" in result["stopped"] and "injected on rank 1" in result["stopped"], result
         assert result["switches"] == [] and result["stepper"], result
-        assert len(result["steps"]) == 40 and len(set(result["steps"])) == 1, result["steps"]  # its own DDP throughout
+        # Its own DDP throughout: without any hook, but for the step whose switch failed at bucket 0,
+        # reduced by acspeed's hook with the job's own config (allreduce, 1 stream).
+        steps = [tuple(step) for step in result["steps"]]
+        assert len(steps) == 40 and len({step for step in steps if step[0] is None}) == 1, steps
+        hooked = [step for step in steps if step[0] is not None]
+        assert len(hooked) == 1 and hooked[0][0] == "comm_hook" and "allreduce" in hooked[0][2], steps
     assert first["params"].equal(second["params"])
     assert any(line.startswith("online tuning stopped:") for line in first["lines"]), first["lines"]

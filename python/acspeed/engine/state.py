@@ -178,7 +178,8 @@ class HookState:
         self._group = None             # the DDP model's process group (create)
         self._wirings: Dict[tuple, "_Wiring"] = {}  # the lanes to reuse for a config, by _Wiring.key_of
         self._built: List["_Wiring"] = []  # every wiring built (close releases them all)
-        self.stepper = None            # acspeed.online's step counter (online tuning), called at each bucket 0
+        self.stepper = None            # acspeed.online's Stepper while it explores: a config due this step takes over at bucket 0
+        self.registered = False        # the hook is registered on the DDP model's reducer (online tuning runs some windows without it)
 
     @property
     def powersgd(self) -> Optional[PowerSgd]:
@@ -282,8 +283,8 @@ class HookState:
 
     def _begin_step(self) -> None:
         """Bucket 0: a replaced config takes over; is this step compressed, and checked for NaN/Inf?"""
-        if self.stepper is not None:  # acspeed.online: counts this step; at a boundary, may replace the config
-            self.stepper.step(self)
+        if self.stepper is not None:  # acspeed.online: at a window's first step, replaces the config
+            self.stepper.at_bucket_zero(self)
         if self._replacement is not None:
             (self.config, self.compressor, self.algorithm, wiring), self._replacement = self._replacement, None
             if wiring.lanes is not self.lanes:

@@ -1,7 +1,7 @@
 // Online tuning: acspeed-tune's engine run inside a user's own training job, driven by pushes.
 //
 // The job is cut into windows of steps (a step = one synchronised backward pass of the tuned DDP,
-// its time on a rank = the interval between consecutive synchronised backward ends, max over ranks).
+// its time on a rank = the interval between the first forwards of consecutive steps, max over ranks).
 // The tuner owns everything that decides: which config each window runs, the pairing of candidate
 // windows with baseline windows (the DDP the job's own arguments build), the steps a switch
 // disturbs, "clearly slower", the pair statistics (statistics.h) and the verdict (decision_rule.h:
@@ -32,23 +32,25 @@
 // number of pairs judged never depends on their results). Exploration never plans beyond
 // `max_windows`; the plan keeps room for the decision's pairs.
 //
-// How the Python side drives it (the hook engine's step counter; every rank counts the same steps):
+// How the Python side drives it (acspeed.online, in the DDP model's forward pre-hook; every rank
+// counts the same steps):
 //   - rank 0 builds the tuner at the first DDP of the job and broadcasts configs() (JSON, every
 //     point's config by ordinal) with the lookup's broadcast; the first window starts after S
 //     warm-up steps (compilation, allocator and loader warm-up);
-//   - window k runs window(k).steps steps of window(k).config. Its boundary is bucket 0 of the first
-//     step after it, the only place acspeed blocks inside a comm hook. With lookahead 0 (the default)
-//     the boundary makes two small collectives on acspeed's own group: an all-reduce MAX of this
-//     rank's step times of window k (padded to window_steps + discard_steps), which rank 0 pushes
-//     before it plans window k + 1, then a broadcast of that window's ordinal from rank 0. The step
-//     that makes them already ran its forward with the old buckets: the switch (the hook's config at
-//     once; new lanes' groups, created by every rank in one order; a rebuilt reducer before the next
-//     forward) disturbs it, and the discarded steps cover it. The one-collective form carries
+//   - window k runs window(k).steps steps of window(k).config. Its boundary is the first forward of
+//     the first step after it. With lookahead 0 (the default) the boundary makes two small
+//     collectives on acspeed's own group: an all-reduce MAX of this rank's step times of window k
+//     (padded to window_steps + discard_steps), which rank 0 pushes before it plans window k + 1,
+//     then a broadcast of that window's ordinal from rank 0. The one-collective form carries
 //     window k's times and rank 0's ordinal for window k + 2 in one all-reduce MAX (the other ranks
 //     put -1): rank 0 plans that window before the collective, from windows <= k - 1, which is
 //     lookahead 2; it costs one more pair per searched candidate (its result comes a pair later) and
-//     a dropped candidate runs a second window. Under DDP.join() a joined rank still calls the comm
-//     hook: count steps in the hook, so every rank reaches the same boundaries;
+//     a dropped candidate runs a second window. acspeed.online issues it asynchronously and waits for
+//     it at the next boundary (a blocking collective in a forward pre-hook would deadlock under
+//     DDP.join()). The switch (a rebuilt reducer, a hook registered, new lanes' groups created by
+//     every rank in one order) disturbs the window's first steps, which the discarded steps cover.
+//     Under DDP.join() a joined rank runs no forward: DDP's join hook shadows the others' forwards,
+//     and it counts the steps there;
 //   - a plan with `settled` set is the decision: from that window on it runs for good and no boundary
 //     collective is issued again; rank 0 stores the evidence (evidence()) and windows() as a session
 //     of kind online. A job that ends before settled() stores nothing unproven.
