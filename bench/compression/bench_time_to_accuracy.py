@@ -50,6 +50,11 @@ sys.path.insert(0, str(HERE))
 import stats  # noqa: E402 - bench/stats.py: the geometric mean and its interval
 
 
+# The tune step's search space and trial options (bench/compression/reruns.py reruns it).
+TUNE_ARGS = ("--compression none,fp16,powersgd --bucket-mb 5,25 --algorithms allreduce,reduce_scatter --streams 1,2 "
+             "--warmup 12 --steps 6 --repeats 3")
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="2x1@1gbit")
@@ -64,8 +69,7 @@ def parse_args():
                         help="the learning rate: --lr throughout, or cosine-annealed from --lr to 0 over the "
                         "--epochs budget (a final accuracy of the budget that SGD noise does not decide)")
     parser.add_argument("--target", type=float, help="test accuracy to reach (default: plain DDP's lowest final)")
-    parser.add_argument("--tune-args", default="--compression none,fp16,powersgd --bucket-mb 5,25 --algorithms "
-                        "allreduce,reduce_scatter --streams 1,2 --warmup 12 --steps 6 --repeats 3")
+    parser.add_argument("--tune-args", default=TUNE_ARGS)
     parser.add_argument("--db", help="a store tuned before (skips step 1; the run works on a copy)")
     parser.add_argument("--no-others", action="store_true", help="only plain, tuned and torch's stock hook")
     parser.add_argument("--smooth-evals", type=int, default=5, help="accuracy = trailing mean of this many "

@@ -100,7 +100,8 @@ def benchmark(args, db: pathlib.Path, env: dict, out_dir: pathlib.Path) -> list:
     run = (f"{shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" --node_rank \"$NODE_RANK\" "
            f"--nproc_per_node 1 --master_addr \"$MASTER_ADDR\" --master_port \"$MASTER_PORT\" {shlex.quote(str(bench))} "
            f"--model {shlex.quote(args.model)} --precision {args.precision} --image-size {args.image_size} "
-           f"--batch-size {args.batch_size} --warmup {args.bench_warmup} --steps {args.bench_steps} --overwrite")
+           f"--batch-size {args.batch_size} --steps {args.bench_steps} --overwrite"
+           + ("" if args.bench_warmup is None else f" --warmup {args.bench_warmup}"))  # None: the example's own
     lines = ["set -e"]
     for i in range(args.pairs):
         order = [("tuned", ""), ("default", "ACSPEED_DISABLE=1 ")] if i % 2 == 0 else \

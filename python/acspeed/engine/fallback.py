@@ -56,6 +56,7 @@ class FallbackEntry:
     unpack: Callable[[], None]
     flag: Union[torch.Tensor, bool, None] = None  # set by the job's finish: NaN/Inf in the reduced copy
     ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's CUDA stream
+    reduced: Optional[torch.Tensor] = None  # CPU, a cast's: the reduced copy the step's last hook call unpacks
 
     def hold(self, flag: torch.Tensor) -> bool:
         """Called by the job's finish with the reduced copy's NaN/Inf flag. True: the step's last hook
@@ -69,12 +70,20 @@ class FallbackEntry:
         return bool(flag)
 
     def unpack_or_hold(self, reduced: torch.Tensor) -> bool:
-        """Called by a cast's finish with the reduced copy (unpadded). True: the step's last hook call
-        completes the bucket. CUDA: always, its flag now, as hold(). CPU: only when the copy holds
-        NaN/Inf; a finite one is unpacked into the bucket here, the check and the copy in one pass
-        (unpack_if_finite), in the backend's completion callback, where torch's fp16 hook runs its
-        unpacking copy."""
+        """Called by a cast's finish with the reduced copy (unpadded); always True: the step's last
+        hook call completes the bucket. CUDA: its flag now, as hold(). CPU: nothing now; the last hook
+        call unpacks it if finite (settle()), on the hook's thread, idle then, waiting for the step's
+        later transfers, while the backend's thread that ran this finish goes straight on to the next
+        collective."""
         if self.flat.is_cuda:
             return self.hold(nonfinite(reduced))
-        self.flag = not unpack_if_finite(reduced, self.flat)
-        return self.flag
+        self.reduced = reduced
+        return True
+
+    def settle(self) -> bool:
+        """CPU, once the job's finish ran: unpacks a held cast's reduced copy unless it holds NaN/Inf
+        (unpack_if_finite). True: the bucket must be re-sent uncompressed."""
+        if self.reduced is not None:
+            self.flag = not unpack_if_finite(self.reduced, self.flat)
+            self.reduced = None
+        return bool(self.flag)

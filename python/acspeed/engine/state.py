@@ -28,9 +28,12 @@ see fallback.can_overflow): the reduced copy is identical on every rank, so ever
 verdict. A bucket whose reduced copy holds NaN/Inf (an overflow, or a non-finite gradient) is
 reduced again uncompressed, in the step's last hook call, which waits once for the step's compressed results
 (the only host synchronisation of the step, and only when the fallback is on; on the CPU nothing
-else waits). On the CPU an fp16 bucket's completion callback checks and unpacks its reduced copy in
-one C++ pass (fallback.unpack_if_finite), where torch's fp16_compress_hook runs its unpacking copy,
-and completes a finite bucket's future there (bench/runtime/RESULTS.md).
+else waits). On the CPU that call also checks and unpacks each fp16 bucket's reduced copy, in one
+C++ pass (fallback.unpack_if_finite), bucket by bucket as each arrives, and completes the finite
+buckets' futures: the backend's thread that completes a reduction goes straight on to the next
+transfer, as under torch's fp16_compress_hook, while the check and copy run on the hook's thread,
+which waits for the step's later transfers anyway (bench/runtime/RESULTS.md: 0.95 of torch's hook
+at 5 MiB buckets with the unpack in the callback, 0.98 with it here, side by side).
 HookState.nonfinite_fallbacks counts those buckets; the first one is a warning. With a
 GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
 
@@ -323,7 +326,8 @@ class HookState:
 
     def _settle_fallbacks(self) -> None:
         """Waits for the step's checked buckets (their flags exist once their finish callbacks ran),
-        reads the flags, completes the finite buckets still open (CUDA) and re-sends the others
+        reads the flags (CPU: unpacks the casts' reduced copies here, FallbackEntry.settle), completes the
+        finite buckets still open and re-sends the others
         uncompressed, in bucket order: every rank holds the same reduced values, hence the same
         flags, so every rank issues the same re-sends."""
         entries, self._fallback_entries = self._fallback_entries, []
@@ -344,11 +348,13 @@ class HookState:
                 with self.issuer.context(entry.job.lane):  # finite: unpack on the lane's CUDA stream after the flag
                     torch.cuda.current_stream(self.device).wait_event(entry.ready)
                     self._complete(entry)
-        else:  # a finite bucket was completed by its finish callback
+        else:
             for entry in entries:
                 entry.job.finished.wait()  # the finish callback ran: the compressed reduction is done
-                if entry.flag:
+                if entry.settle():
                     resend.append(entry)
+                elif not entry.job.result.done():
+                    entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
         for entry in resend:
             self.nonfinite_fallbacks += 1
             _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "
