@@ -148,19 +148,37 @@ def identical_to_online_off(rank: int, world_size: int) -> dict:
     train(off, rank, steps, micro=2)
     tuned = DDP(make_wide_model(), gradient_as_bucket_view=True)
     state, stepper, log = _tuned(tuned)
+    rebuilds = Rebuilds()
     train(tuned, rank, steps, micro=2)
     log.close()
     base, result = flat_params(off), flat_params(tuned)
     out = {"equal": torch.equal(base, result),
            "difference": float((base - result).abs().max() / base.abs().max()), "switches": stepper.switches,
            "done": stepper.done, "steps": log.steps, "cap": tuned.bucket_bytes_cap,
-           "windows_as_run": windows_as_run(stepper, log),
+           "windows_as_run": windows_as_run(stepper, log), "rebuilds": rebuilds.close(),
            "hooked": acspeed._patch.state_of(tuned) is state, "pre_hooks": len(tuned._forward_pre_hooks),
            "final": (state.config.algorithm, state.config.streams, state.config.bucket_cap_mb)}
     if rank == 0:
         stored = stepper.wait_stored()
         out["windows"] = _session_windows(os.environ["ACSPEED_DB"], stored["session_id"])
+        out["spans"] = _session_spans(os.environ["ACSPEED_DB"], stored["session_id"])
     return out
+
+
+def _session_spans(db: str, session_id: int) -> dict:
+    """The stored online session's windows as they ran: first step -> steps discarded there; the
+    step the unmeasured window before the decision starts at; the step the decision runs from."""
+    import json
+    import sqlite3
+    with sqlite3.connect(db) as store:
+        rows = store.execute("SELECT metrics_json FROM trials WHERE session_id = ? ORDER BY ordinal",
+                             (session_id,)).fetchall()
+        options = json.loads(store.execute("SELECT options_json FROM sessions WHERE id = ?",
+                                           (session_id,)).fetchone()[0])
+    windows = [json.loads(metrics)["online_window"] for (metrics,) in rows]
+    return {"discarded": {w["first_step"]: w["discarded"] for w in windows},
+            "unmeasured_from": max(w["first_step"] + w["steps"] for w in windows),
+            "decision_from": options["online"]["decision_from_step"]}
 
 
 def end_state_is_what_the_next_run_builds(rank: int, world_size: int, folder: str) -> dict:

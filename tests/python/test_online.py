@@ -62,6 +62,16 @@ def test_parameters_match_online_off_while_algorithm_streams_and_bucket_size_swi
     _assert_windows_ran_as_built(*(result["windows_as_run"] for result in results))
     for config, _, _, seen, cap_mb in results[0]["windows_as_run"]:
         assert {cap for _, cap, _ in seen} == {int((cap_mb or 25) * 1024 * 1024)}, (config, seen)
+    # Every rebuild (every rank alike) was made at the first step of a measured window whose first
+    # steps the driver discarded (the one-bucket step without overlap among them), or where no window
+    # is measured: the window before the decision, the decision.
+    spans = results[0]["spans"]
+    rebuilt = results[0]["rebuilds"]
+    assert rebuilt and all(result["rebuilds"] == rebuilt for result in results), rebuilt
+    for step in rebuilt:
+        assert step in (spans["unmeasured_from"], spans["decision_from"]) or spans["discarded"].get(step) == \
+            online_scenarios.WINDOWS["discard_steps"], (step, spans)
+    assert any(step in spans["discarded"] for step in rebuilt), (rebuilt, spans)
     for result in results:
         assert result["done"] and result["switches"] == results[0]["switches"], result["switches"]
         # The decision (reduce_scatter, 2 streams, 5 MiB) ended with its own buckets and acspeed's hook.
