@@ -574,6 +574,47 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredOnceBeforeAnyGetsASecondCastsFi
             (std::vector<std::string>{"none", "fp16", "powersgd 16", "powersgd 4", "powersgd 1"}));
 }
 
+TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredEvenWhenTheBudgetIsSpentBeforeItsTurn) {
+  // Trial 1 (fp16, the first family) is held past the whole budget: PowerSGD's ranks still get their
+  // one measured trial each; then the budget ends the search before any strategy point.
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  setenv("FAKE_WORKER_PSGD", "faithful", 1);
+  const std::string gate = dir_ + "/gate";
+  setenv("FAKE_WORKER_GATE", ("1:" + gate).c_str(), 1);
+  options_.space.compression = {Compression::kNone, Compression::kFp16, Compression::kPowerSgd};
+  options_.space.powersgd_ranks = {1, 4};
+  options_.space.streams = {1, 2};
+  options_.compression_searched = true;
+  options_.budget_minutes = 0.1;  // 6 s
+  std::thread release([&] {
+    for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+    std::ofstream(gate).put('\n');
+  });
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  release.join();
+  unsetenv("FAKE_WORKER_GATE");
+  unsetenv("FAKE_WORKER_PSGD");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  std::vector<std::string> searched;
+  for (const auto& t : store_->trials(result.session_id)) {
+    if (t.role != TrialRole::kSearch) continue;
+    const auto c = config_from_json(t.config_json);
+    searched.push_back(fmt::format("{} {}", c.describe(), t.status == TrialStatus::kOk ? "ok" : t.error));
+  }
+  ASSERT_EQ(searched.size(), 4u) << fmt::format("{}", fmt::join(searched, "; "));
+  EXPECT_NE(searched[1].find("fp16"), std::string::npos) << searched[1];
+  EXPECT_NE(searched[2].find("powersgd rank 4"), std::string::npos) << searched[2];
+  EXPECT_NE(searched[3].find("powersgd rank 1"), std::string::npos) << searched[3];
+  for (const auto& s : searched) EXPECT_EQ(s.substr(s.size() - 2), "ok") << s;
+  bool stopped = false;
+  for (const auto& n : recorder.notes) stopped |= n.find("search stopped after 4 trial(s)") != std::string::npos;
+  EXPECT_TRUE(stopped);  // the strategy's first point (2 streams) found the budget spent
+}
+
 TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndTheSearch) {
   // powersgd (harmful here) is listed first, so the grid reaches its second config (2 streams, not
   // run: the verdict is known) before the uncompressed one; trial 1 is held until the budget is spent.

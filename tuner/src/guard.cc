@@ -163,6 +163,12 @@ GuardPlan ConvergenceGuard::before(const CommConfig& config, TrialMode mode, boo
   return plan;
 }
 
+double ConvergenceGuard::expected_s(const GuardPlan& plan) const {
+  if (!reference_ || reference_->trajectory.empty() || plan.skip) return 0;
+  const double per_step = reference_->trajectory_s.value_or(0) / static_cast<double>(reference_->trajectory.size());
+  return per_step * (plan.fidelity_steps + plan.trajectory_steps);
+}
+
 void ConvergenceGuard::after(const GuardPlan& plan, bool ran, Measured& m) {
   if (ran) {
     if (m.metrics.fidelity_s) {

@@ -12,7 +12,8 @@
 //     (each compression, each PowerSGD rank) that has no verdict yet, at the search's start with
 //     that family's numerics: casts first (their curves follow the uncompressed one, one trajectory
 //     decides), then PowerSGD from the highest rank down (the nearer to exact, the likelier one
-//     trajectory decides). So every family is measured before any gets a second trial;
+//     trajectory decides). So every family is measured before any gets a second trial; these trials
+//     run whatever the time budget says (a --compression session may end past its budget by them);
 //   - the verdicts: each search trial of a compressed config is judged; a later search trial of a
 //     numerics it rejected is not run (the verdict could not differ) and is stored as failed; such a
 //     skip costs no time and never ends the search (session.cc checks the budget only before a run);
@@ -101,6 +102,10 @@ class ConvergenceGuard {
   GuardPlan before(const CommConfig& config, TrialMode mode, bool search) const;
   // The search's first points: one per numerics family asked for without a verdict (see above).
   std::vector<Point> first_points(const SearchSpace& space) const;
+  // What a trial with this plan should spend on the guard's window and trajectory, in seconds: their
+  // steps at the reference trajectory's time per step (0 before the reference ran, or with nothing to
+  // measure). The session's budget counts it on top of a plain trial's time.
+  double expected_s(const GuardPlan& plan) const;
   // After it (`ran`: the workers answered, m.metrics are theirs; or plan.skip): counts what the
   // workers timed, carries the window, fills a skipped trial, judges a search trial (its verdict,
   // inflation, status and ranking_cost) and keeps the window it measured.

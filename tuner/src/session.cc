@@ -50,7 +50,7 @@ class Session {
   const Measured* best() const;
   std::vector<PairRun> run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because);
   void search();
-  bool measure(const Point& point);
+  bool measure(const Point& point, bool required = false);
   void extend_guard();
   void report_search() const;
   void hint_compression() const;
@@ -72,7 +72,7 @@ class Session {
   int planned_ = 0;
   bool any_failed_ = false;
   Clock::time_point started_ = Clock::now();
-  std::vector<double> trial_walls_;
+  std::vector<double> trial_walls_;  // DDP trials' walls less their guard work: what a pair trial costs
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
   // A resumed session's decision-pair trials (role candidate|baseline), in the order stored.
   std::vector<PairTrial> stored_pair_trials_;
@@ -158,10 +158,12 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
   m.ordinal = record.ordinal;
   m.config = config;
   bool node_lost = false, ran = false;
+  double outcome_wall_s = 0;
   if (!plan.skip) {
     const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
     node_lost = outcome.node_lost;
-    trial_walls_.push_back(outcome.wall_s);
+    outcome_wall_s = outcome.wall_s;
+
     m.status = outcome.status;
     m.error = outcome.error;
     ran = outcome.status == TrialStatus::kOk;
@@ -180,6 +182,10 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
     }
   }
   record.finished_at = utc_now();
+  if (!plan.skip && !plan.extension && mode == TrialMode::kDdp) {  // its time without the guard's window and trajectory
+    trial_walls_.push_back(std::max(0.0, outcome_wall_s - m.metrics.fidelity_s.value_or(0) -
+                                             m.metrics.trajectory_s.value_or(0)));
+  }
   ++trials_run_;
   m.ranking_cost = m.step_s;
   m.metrics.pair = pair;
@@ -246,11 +252,15 @@ void Session::extend_guard() {
   }
 }
 
-// Measures search point `point`; false when the budget ends the search first.
-bool Session::measure(const Point& point) {
+// Measures search point `point`; false when the budget ends the search first. A `required` point
+// (the guard's first points: one measured trial per numerics family asked for) runs whatever the
+// budget says.
+bool Session::measure(const Point& point, bool required) {
   const CommConfig config = o_.space.config_at(point);
-  // Keep room for this trial and the decision's pairs; a trial the guard does not run costs nothing.
-  if (trials_run_ > 0 && !guard_.before(config, TrialMode::kDdp, true).skip && !budget_allows(1 + 2 * o_.repeats)) {
+  // Keep room for this trial, its window and trajectory, and the decision's pairs; a trial the guard
+  // does not run costs nothing.
+  const GuardPlan plan = guard_.before(config, TrialMode::kDdp, true);
+  if (!required && trials_run_ > 0 && !plan.skip && !budget_allows(1 + 2 * o_.repeats, guard_.expected_s(plan))) {
     observer_.note(fmt::format("time budget of {:g} min: search stopped after {} trial(s)", o_.budget_minutes,
                                trials_run_));
     return false;
@@ -266,9 +276,12 @@ void Session::search() {
   strategy_options.seed = o_.seed;
   strategy_options.forecast = model_forecast(model_, o_.space);
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
-  bool go = true;  // every numerics family first (guard.h), then the strategy's points, until the budget ends
-  for (const Point& p : guard_.first_points(o_.space)) go = go && (find(o_.space.config_at(p)) || measure(p));
-  while (auto point = go ? strategy->next() : std::nullopt) {
+  // Every numerics family asked for first (guard.h), whatever the budget, then the strategy's points
+  // until the budget ends.
+  for (const Point& p : guard_.first_points(o_.space)) {
+    if (!find(o_.space.config_at(p))) measure(p, true);
+  }
+  while (auto point = strategy->next()) {
     if (const Measured* known = find(o_.space.config_at(*point))) {
       strategy->report(*point, known->ranking_cost);
       continue;
