@@ -55,15 +55,18 @@ def parse_args():
 
 
 def tune_seed(db: pathlib.Path, env: dict) -> str:
-    """The issue's command, word for word but the store; returns the tuner's output."""
+    """The issue's command, word for word but the store; returns the tuner's output (also in
+    tune.log beside the store while it runs)."""
     tune = bench_tuner.build_dir() / "bin" / "acspeed-tune"
     script = (f"{shlex.quote(str(tune))} --db {shlex.quote(str(db))} --model resnet18 --image-size 32 "
               "--batch-size 16 --precision fp32 --nproc-per-node 1 --nnodes \"$NNODES\" --node-rank \"$NODE_RANK\" "
               "--master-addr \"$MASTER_ADDR\" --master-port \"$MASTER_PORT\" --compression none,fp16,powersgd")
     testbed = bench_tuner.build_dir() / "bin" / "acspeed-testbed"
-    done = subprocess.run([str(testbed), "run", "2x1@1gbit", "--pin", "--", "sh", "-c", script], env=env,
-                          check=True, timeout=3 * 3600, capture_output=True, text=True)
-    return done.stdout + done.stderr
+    log = db.parent / "tune.log"
+    with log.open("w") as out:
+        subprocess.run([str(testbed), "run", "2x1@1gbit", "--pin", "--", "sh", "-c", script], env=env,
+                       check=True, timeout=3 * 3600, stdout=out, stderr=subprocess.STDOUT)
+    return log.read_text()
 
 
 def tune_tta(db: pathlib.Path, env: dict) -> str:
