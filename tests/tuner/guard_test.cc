@@ -218,6 +218,36 @@ TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflati
   EXPECT_NE(slow.error.find("trajectory loss over the last steps"), std::string::npos) << slow.error;
 }
 
+TEST_F(GuardTest, ANearExactNumericsIsBoundByItsFidelityWindowWhereItsTrajectoriesAgree) {
+  give_reference();
+  // fp16 as measured on resnet18: every step's gradient within 0.14% of the exact one.
+  const auto near_exact = [this](int64_t ordinal, const CommConfig& config, double stretch) {
+    const GuardPlan plan = guard_.before(config, TrialMode::kDdp, true);
+    Measured m = ran(ordinal, config, plan, 0.2, stretch);
+    m.metrics.fidelity_step_cosine_min = 0.999999;
+    m.metrics.fidelity_norm_error = 3.5e-6;
+    guard_.after(plan, true, m);
+    return m;
+  };
+  const Measured fp16 = near_exact(1, compressed(Compression::kFp16), 1.0);
+  ASSERT_TRUE(fp16.metrics.inflation);
+  const Inflation& i = *fp16.metrics.inflation;
+  const double e = std::sqrt(2 * (1 - 0.999999));
+  EXPECT_DOUBLE_EQ(i.estimate, 1.0);
+  EXPECT_NEAR(i.gradient_error, e, 1e-12);
+  EXPECT_NEAR(i.high, (1 + e) / (1 - e), 1e-12);
+  EXPECT_NEAR(i.low, (1 - e) / (1 + e), 1e-12);
+  EXPECT_DOUBLE_EQ(fp16.ranking_cost, 0.2 * i.high);
+  EXPECT_TRUE(fp16.metrics.guard.contains("trajectory_inflation")) << fp16.metrics.guard.dump();
+  EXPECT_NE(i.describe().find("near-exact"), std::string::npos) << i.describe();
+  // Trajectories that contradict the bound (1.5x the steps, interval above 1) keep their own verdict.
+  const Measured bf16 = near_exact(2, compressed(Compression::kBf16), 1.5);
+  ASSERT_TRUE(bf16.metrics.inflation);
+  EXPECT_EQ(bf16.metrics.inflation->gradient_error, 0);
+  EXPECT_NEAR(bf16.metrics.inflation->estimate, 1.5, 0.1);
+  EXPECT_FALSE(bf16.metrics.guard.contains("trajectory_inflation"));
+}
+
 TEST_F(GuardTest, TheCandidatesBarAndTheNoteOnAFasterStepRankedLower) {
   give_reference();
   Measured defaults;

@@ -36,6 +36,40 @@ TEST(Inflation, TheSameCurveIsOne) {
   EXPECT_TRUE(i.finite_upper());
 }
 
+TEST(Inflation, NearExactGradientsBoundItWhereTheTrajectoriesIncludeOne) {
+  // e: the worst step's angle or the norm error, whichever is larger; above 1% none.
+  EXPECT_NEAR(*near_exact_error(0.999999, 3.5e-6), std::sqrt(2e-6), 1e-12);
+  EXPECT_DOUBLE_EQ(*near_exact_error(1.0, 0.004), 0.004);
+  EXPECT_DOUBLE_EQ(*near_exact_error(1.0, -0.004), 0.004);
+  EXPECT_FALSE(near_exact_error(0.99, 1e-6));  // angle 0.14: PowerSGD-like
+  EXPECT_FALSE(near_exact_error(1.0, 0.02));
+  EXPECT_FALSE(near_exact_error(std::nullopt, 0.0));
+  EXPECT_FALSE(near_exact_error(1.0, std::nullopt));
+  const auto reference = curve(decay, 90, 0.02, 1);
+  const Inflation same = measure_inflation(curve(decay, 90, 0.02, 5), reference);
+  ASSERT_LE(same.low, 1.0);
+  ASSERT_GE(same.high, 1.0);
+  const auto bounded = near_exact_inflation(0.01, same);
+  ASSERT_TRUE(bounded);
+  EXPECT_DOUBLE_EQ(bounded->estimate, 1.0);
+  EXPECT_DOUBLE_EQ(bounded->low, 0.99 / 1.01);
+  EXPECT_DOUBLE_EQ(bounded->high, 1.01 / 0.99);
+  EXPECT_EQ(bounded->steps, same.steps);  // the trajectories' figures stay for the record
+  EXPECT_DOUBLE_EQ(bounded->gradient_error, 0.01);
+  // its evidence form keeps the error
+  nlohmann::json j = *bounded;
+  Inflation back;
+  from_json(j, back);
+  EXPECT_DOUBLE_EQ(back.gradient_error, 0.01);
+  EXPECT_DOUBLE_EQ(back.high, bounded->high);
+  // trajectories that exclude 1 (twice the steps) or are not measured are not overruled
+  const Inflation stretched = measure_inflation(curve([](double t) { return decay(t / 2); }, 90, 0.02, 2), reference);
+  ASSERT_GT(stretched.low, 1.0);
+  EXPECT_FALSE(near_exact_inflation(0.001, stretched));
+  const Inflation never = measure_inflation(curve([](double t) { return decay(t / 10); }, 90, 0.02, 3), reference);
+  EXPECT_FALSE(near_exact_inflation(0.001, never));
+}
+
 TEST(Inflation, ACurveStretchedTwiceInStepsIsTwo) {
   const auto reference = curve(decay, 90, 0.02, 1);
   const auto stretched = curve([](double t) { return decay(t / 2); }, 90, 0.02, 2);

@@ -317,7 +317,15 @@ void ConvergenceGuard::judge(Measured& m) {
   GuardVerdict verdict = judge_convergence(m.metrics, *reference_);
   InflationOptions inflation_options;
   inflation_options.seed = o_.seed;
-  const Inflation inflation = measure_inflation(m.metrics.trajectory, reference_->trajectory, inflation_options);
+  Inflation inflation = measure_inflation(m.metrics.trajectory, reference_->trajectory, inflation_options);
+  // A near-exact numerics (inflation.h): its fidelity window bounds the inflation far tighter than
+  // the trajectories can, where they do not contradict it; theirs is kept beside it.
+  if (const auto error = near_exact_error(m.metrics.fidelity_step_cosine_min, m.metrics.fidelity_norm_error)) {
+    if (auto bounded = near_exact_inflation(*error, inflation)) {
+      verdict.evidence["trajectory_inflation"] = inflation;
+      inflation = *bounded;
+    }
+  }
   m.metrics.inflation = inflation;
   verdict.evidence["data"] = o_.data;
   verdict.evidence["trajectory_steps"] = static_cast<int>(m.metrics.trajectory.size());

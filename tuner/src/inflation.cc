@@ -91,6 +91,10 @@ std::string Inflation::describe() const {
   if (by_definition) return "1 (no compression)";
   switch (kind) {
     case InflationKind::kMeasured:
+      if (gradient_error > 0) {
+        return fmt::format("{:.2f}x [{:.4f}, {:.4f}] (near-exact: gradients within {:.2g} of the exact ones)", estimate,
+                           low, high, gradient_error);
+      }
       return fmt::format("{:.2f}x [{}, {}]", estimate, format_factor(low), format_factor(high));
     case InflationKind::kInfinite: return "infinite (" + reason + ")";
     case InflationKind::kUnmeasurable: return "unmeasurable (" + reason + ")";
@@ -102,6 +106,28 @@ Inflation no_inflation() {
   Inflation i;
   i.kind = InflationKind::kMeasured;
   i.by_definition = true;
+  return i;
+}
+
+std::optional<double> near_exact_error(std::optional<double> step_cosine_min, std::optional<double> norm_error) {
+  if (!step_cosine_min || !norm_error || !std::isfinite(*step_cosine_min) || !std::isfinite(*norm_error)) {
+    return std::nullopt;
+  }
+  const double angle = std::sqrt(2 * std::max(0.0, 1 - *step_cosine_min));
+  const double error = std::max(angle, std::abs(*norm_error));
+  return error <= kNearExactError ? std::optional<double>(error) : std::nullopt;
+}
+
+std::optional<Inflation> near_exact_inflation(double error, const Inflation& trajectories) {
+  if (trajectories.kind != InflationKind::kMeasured || trajectories.by_definition || !(trajectories.low <= 1) ||
+      !(trajectories.high >= 1)) {
+    return std::nullopt;
+  }
+  Inflation i = trajectories;
+  i.estimate = 1;
+  i.low = (1 - error) / (1 + error);
+  i.high = (1 + error) / (1 - error);
+  i.gradient_error = error;
   return i;
 }
 
@@ -217,6 +243,7 @@ void to_json(nlohmann::json& j, const Inflation& i) {
        {"high", number(i.high)},
        {"by_definition", i.by_definition}};
   if (i.by_definition) return;
+  if (i.gradient_error > 0) j["gradient_error"] = i.gradient_error;
   j.update({{"steps", i.steps},
             {"smoothing_steps", i.smoothing_steps},
             {"block_steps", i.block_steps},
@@ -248,6 +275,7 @@ void from_json(const nlohmann::json& j, Inflation& i) {
   i.low = number("low", kInfinity);
   i.high = number("high", kInfinity);
   i.by_definition = j.value("by_definition", false);
+  i.gradient_error = number("gradient_error", 0);
   i.steps = j.value("steps", 0);
   i.smoothing_steps = j.value("smoothing_steps", 0);
   i.block_steps = j.value("block_steps", 0);

@@ -36,9 +36,21 @@
 //                 where sigma = 1.4826 x the median absolute residual around the smoothed reference
 //                 (the loss noise of one step), so there is no progress to measure a number of steps on.
 // Configs that do not change numerics have inflation 1 by definition (no_inflation()).
+//
+// Near-exact numerics (near_exact_inflation()): when the gradient-fidelity window
+// (convergence_guard.h) shows every step's compressed gradient within a relative error e <=
+// kNearExactError of the exact one (e = the larger of the worst step's angle, sqrt(2 (1 - cosine)),
+// and the window's relative norm error), each update differs from the uncompressed one by at most e
+// of its size, and to first order so does each step's progress: the run needs between (1 - e) / (1 + e)
+// and (1 + e) / (1 - e) times the steps to a loss. That bound is the inflation's interval, with
+// estimate 1, where the trajectories' own interval includes 1 (it does not contradict the bound).
+// Loss trajectories cannot resolve a difference that small: their intervals are SGD's noise on a
+// curve that flattens (bench/compression/RESULTS.md: fp16 at 1.00x [0.52, 2.24] on 120 steps,
+// 0.96x [.., 3.06] on 240, against e = 0.0013). fp16 and bf16 casts are near-exact; PowerSGD is not.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +77,7 @@ struct Inflation {
   double low = 1;       // 95% interval (kMeasured); high is +infinity when the interval is unbounded
   double high = 1;
   bool by_definition = false;  // a config that changes no numerics: 1, nothing measured
+  double gradient_error = 0;   // > 0: a near-exact numerics' e, the interval is its bound (see above)
   int steps = 0;               // T: steps compared (the shorter trajectory's length)
   int smoothing_steps = 0, block_steps = 0, resamples = 0;
   double target = 0;           // the target loss (smoothed reference at target_fraction)
@@ -81,6 +94,18 @@ struct Inflation {
 
 // Inflation 1 of a config that changes no numerics.
 Inflation no_inflation();
+
+// Gradients within this relative error of the exact ones on every step make a numerics near-exact.
+inline constexpr double kNearExactError = 0.01;
+
+// The relative gradient error e of a fidelity window (its worst step's cosine, its norm error), or
+// nullopt when the figures are missing or e > kNearExactError.
+std::optional<double> near_exact_error(std::optional<double> step_cosine_min, std::optional<double> norm_error);
+
+// A near-exact numerics' inflation: estimate 1, the interval [(1 - e) / (1 + e), (1 + e) / (1 - e)],
+// gradient_error e; the trajectories' figures (steps, target, ...) kept for the record. nullopt when
+// `trajectories` is not measured or its interval excludes 1.
+std::optional<Inflation> near_exact_inflation(double error, const Inflation& trajectories);
 
 // The inflation of `compressed` against `reference` (loss per step, mean over ranks); trajectories
 // shorter than 6 steps, or with a non-finite loss, are unmeasurable with the reason.
