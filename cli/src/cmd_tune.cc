@@ -7,7 +7,6 @@
 //   acspeed-tune --resume SESSION        continues a session with the options it was started with
 #include <filesystem>
 #include <limits>
-#include <random>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,7 +84,8 @@ po::options_description tune_options() {
       ("trajectory-steps", po::value<std::string>(), "compression: steps T of the convergence guard's loss "
        "trajectories, one compressed per numerics and one uncompressed, apart from the timed steps (default 120)")
       ("strategy", po::value<std::string>(), "auto (default: model for 5 or more configs, else grid), model, descent or grid")
-      ("seed", po::value<std::string>(), "seed of the search and the statistics (default: random, stored)")
+      ("seed", po::value<std::string>(), "seed of the search, the guard's batches and the statistics (default: from the job, so the same command gets "
+       "the same seed; stored)")
       ("trial-timeout", po::value<std::string>(), "seconds before a trial counts as hung (default 300)")
       ("loss-tolerance", po::value<std::string>(), "compression: allowed loss difference, relative to the larger of the final loss and the trial's progress from its first loss (default 0.05)")
       ("resume", po::value<std::string>(), "continue session SESSION with its stored options")
@@ -199,11 +199,8 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
                 "returning an iterable of (inputs, targets) for (rank, world_size, batch_size))", o.data);
     }
   }
-  if (vm.count("seed")) {
-    o.seed = static_cast<uint64_t>(int_option(vm, "seed", 0, 0, std::numeric_limits<int>::max()));
-  } else {
-    o.seed = std::random_device{}() & 0x7fffffffu;
-  }
+  o.seed = vm.count("seed") ? static_cast<uint64_t>(int_option(vm, "seed", 0, 0, std::numeric_limits<int>::max()))
+                            : tuner::default_seed(o);
   o.strategy = vm.count("strategy") ? text_of(vm, "strategy") : "auto";
 
   using namespace tuner;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -61,6 +62,16 @@ class SessionTest : public ::testing::Test {
     options_.strategy = "grid";
     options_.seed = 11;
     setenv("ACSPEED_INSTANCE_TYPE", "session-test-box", 1);
+  }
+  // Opens FAKE_WORKER_GATE's `gate` 6.5 s after the worker reached it: past a 0.1-minute budget.
+  static std::thread release_after_budget(const std::string& gate) {
+    return std::thread([gate] {
+      for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+      std::ofstream(gate).put('\n');
+    });
   }
   // A session of the fake model on this instance type, as an interrupted tune leaves it (to --resume).
   int64_t stored_session() {
@@ -574,6 +585,32 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredOnceBeforeAnyGetsASecondCastsFi
             (std::vector<std::string>{"none", "fp16", "powersgd 16", "powersgd 4", "powersgd 1"}));
 }
 
+TEST(DefaultSeed, TheSameJobGetsTheSameSeedAnotherJobAnother) {
+  TuneOptions job;
+  job.model = "resnet18";
+  job.batch_size = 16;
+  job.image_size = 32;
+  job.nnodes = 2;
+  job.nproc_per_node = 1;
+  job.trajectory_steps = 120;
+  TuneOptions again = job;
+  again.budget_minutes = 10;   // not part of the job
+  again.space.streams = {1};   // nor the search space
+  EXPECT_EQ(default_seed(job), default_seed(again));
+  EXPECT_LT(default_seed(job), uint64_t{1} << 31);
+  // Every part of the job changes it.
+  const std::vector<std::function<void(TuneOptions&)>> changes = {
+      [](TuneOptions& o) { o.model = "resnet50"; },       [](TuneOptions& o) { o.data = "pkg.data:batches"; },
+      [](TuneOptions& o) { o.precision = Precision::kAmp; }, [](TuneOptions& o) { o.batch_size = 32; },
+      [](TuneOptions& o) { o.image_size = 64; },          [](TuneOptions& o) { o.nnodes = 1; },
+      [](TuneOptions& o) { o.nproc_per_node = 2; },       [](TuneOptions& o) { o.trajectory_steps = 60; }};
+  for (size_t i = 0; i < changes.size(); ++i) {
+    TuneOptions other = job;
+    changes[i](other);
+    EXPECT_NE(default_seed(other), default_seed(job)) << "change " << i;
+  }
+}
+
 TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredEvenWhenTheBudgetIsSpentBeforeItsTurn) {
   // Trial 1 (fp16, the first family) is held past the whole budget: PowerSGD's ranks still get their
   // one measured trial each; then the budget ends the search before any strategy point.
@@ -586,13 +623,7 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredEvenWhenTheBudgetIsSpentBeforeI
   options_.space.streams = {1, 2};
   options_.compression_searched = true;
   options_.budget_minutes = 0.1;  // 6 s
-  std::thread release([&] {
-    for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(6500));
-    std::ofstream(gate).put('\n');
-  });
+  std::thread release = release_after_budget(gate);
   Recorder recorder;
   const SessionResult result = run_session(options_, *store_, recorder);
   release.join();
@@ -625,13 +656,7 @@ TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndT
   options_.space.powersgd_ranks = {4};
   options_.compression_searched = true;
   options_.budget_minutes = 0.1;  // 6 s
-  std::thread release([&] {
-    for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(6500));
-    std::ofstream(gate).put('\n');
-  });
+  std::thread release = release_after_budget(gate);
   Recorder recorder;
   const SessionResult result = run_session(options_, *store_, recorder);
   release.join();

@@ -265,3 +265,23 @@ def test_the_convergence_guard_accepts_fp16_and_rejects_a_corrupting_compressor(
         assert "rejected by the convergence guard" in result.stdout + result.stderr
         decision = rows(isolated_store, "SELECT config_json FROM decisions WHERE active = 1")[0]
         assert json.loads(decision["config_json"])["compression"] == "none"
+
+
+def test_a_rerun_of_the_same_command_trains_the_same_guard_trajectories(tune, tmp_path):
+    # Without --seed the seed comes from the job: the same command gets the same one, another job another.
+    def planned_seed(*args):
+        out = tune("--model", "tiny_models:mlp", "--nproc-per-node", "2", *args, "--dry-run").stdout
+        return re.search(r"seed (\d+)", out).group(1)
+    assert planned_seed() == planned_seed() != planned_seed("--batch-size", "4")
+    # The workers seed torch with it before building the model: two sessions of one command start from the
+    # same weights (a model initialised from torch's generator), so the guard's trajectories are the same.
+    arguments = GUARDED[:GUARDED.index("--seed")] + ["--trajectory-steps", "24"]
+    trajectories = []
+    for name in ("first", "second"):
+        store = tmp_path / f"{name}.db"
+        subprocess.run([str(tune.binary), "--db", str(store), "--model", "tiny_models:unseeded_mlp", *arguments],
+                       check=True, capture_output=True, text=True, timeout=480)
+        trajectories.append([json.loads(t["metrics_json"])["trajectory"] for t in rows(
+            store, "SELECT metrics_json FROM trials WHERE json_extract(metrics_json, '$.trajectory') IS NOT NULL "
+            "ORDER BY ordinal")])
+    assert len(trajectories[0]) == 2 and trajectories[0] == trajectories[1], trajectories

@@ -17,6 +17,8 @@ hang (sleeps in forward), hang_collective (blocks in a barrier of a group the ot
 while they wait in DDP's allreduce), kill_launcher (SIGKILL to the rank's parent, its torchrun: the
 rank goes with it, by its parent-death signal).
 
+`tiny_models:unseeded_mlp` is the MLP initialised from torch's global generator (the others seed their
+own), for the test that a session's seed decides the initial weights.
 `tiny_models:corrupting_mlp` is the MLP with a deliberately harmful compressor, for the
 convergence guard's test (and, on the convergence task, bench/compression): in that worker, acspeed's fp16 path hands DDP seeded noise of each
 bucket's norm instead of its averaged gradient (the same on every rank, so training goes on)."""
@@ -96,6 +98,12 @@ def _make_batch(batch_size):
 
 def mlp():
     torch.manual_seed(0)
+    return _Mlp(), _make_batch
+
+
+def unseeded_mlp():
+    """The MLP initialised from torch's global generator, as most models are: its weights are what the
+    workers' seed makes them."""
     return _Mlp(), _make_batch
 
 

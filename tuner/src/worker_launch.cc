@@ -62,7 +62,8 @@ WorkerLaunch make_launch(const TuneOptions& o, const std::string& work_dir) {
   l.worker_args = {"--model",      o.model,
                    "--batch-size", std::to_string(o.batch_size),
                    "--image-size", std::to_string(o.image_size),
-                   "--precision",  std::string(to_string(o.precision))};
+                   "--precision",  std::string(to_string(o.precision)),
+                   "--seed",       std::to_string(o.seed)};
   if (!o.data.empty()) l.worker_args.insert(l.worker_args.end(), {"--data", o.data});
   if (!o.start_dir.empty()) l.worker_args.insert(l.worker_args.end(), {"--start-dir", o.start_dir});
   // The trajectories' batches are made when the workers start, as many as an extended trajectory

@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(inputs, targets): the batches of the trials and trajectories (acspeed._worker.batches)")
     parser.add_argument("--trajectory-steps", type=int, default=0, help="steps of the convergence guard's "
                         "trajectories: the batches made at start-up")
+    parser.add_argument("--seed", type=int, help="the session's seed: the workers seed torch's generators with it "
+                        "before they build the model, so sessions with the same seed start from the same weights")
     parser.add_argument("--start-dir", help="the folder acspeed-tune was started in: relative --model and --data "
                         "files and modules are found from there (default: the current folder)")
 

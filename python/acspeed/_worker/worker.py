@@ -260,6 +260,8 @@ def main(argv=None) -> int:
     rank = dist.get_rank()
     control_group = dist.new_group(backend="gloo")
     control = Control(args.control) if rank == 0 else None
+    if args.seed is not None:  # the initial weights every trajectory starts from (convergence_guard.py)
+        torch.manual_seed(args.seed)
     try:
         trainer = Trainer(args, device)
         from acspeed.decision import model_signature  # noqa: PLC0415 - the key `import acspeed` looks up

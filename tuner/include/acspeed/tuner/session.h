@@ -53,7 +53,7 @@ struct TuneOptions {
   SearchSpace space;
   bool compression_searched = false; // the user asked for compression (it changes numerics)
   std::string strategy = "auto";
-  uint64_t seed = 0;
+  uint64_t seed = 0;                 // --seed, else default_seed()
   int trial_timeout_s = 300;
   double loss_tolerance = 0.05;      // compression: |loss - baseline loss| <= tol x |baseline loss|
   // Compression: steps of the convergence guard's loss trajectories (convergence_guard.h), apart
@@ -75,6 +75,13 @@ struct TuneOptions {
   std::vector<std::string> args;     // the tune arguments as given (stored; --resume re-reads them)
   std::vector<std::string> command_line;  // the whole command line, stored with the session
 };
+
+// The seed of a session given none (--seed): from the job, so that the same command gets the same
+// seed, hence the same synthetic batches, initial weights and guard trajectories, and a rerun
+// differs from it only by the step times it measures (bench/compression/RESULTS.md: with a seed drawn
+// at random per session, three reruns of one command stored two numerics families). The job: model,
+// --data, precision, batch and image size, nodes and ranks per node, trajectory steps. In [0, 2^31).
+uint64_t default_seed(const TuneOptions& options);
 
 // Options with the defaults of this machine's row in defaults.h (`gpu` = a GPU was found).
 TuneOptions tune_options_for(bool gpu);
