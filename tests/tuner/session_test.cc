@@ -63,15 +63,23 @@ class SessionTest : public ::testing::Test {
     options_.seed = 11;
     setenv("ACSPEED_INSTANCE_TYPE", "session-test-box", 1);
   }
-  // Opens FAKE_WORKER_GATE's `gate` 6.5 s after the worker reached it: past a 0.1-minute budget.
-  static std::thread release_after_budget(const std::string& gate) {
-    return std::thread([gate] {
+  // The session of options_ with a 0.1-minute budget, trial 1 held (FAKE_WORKER_GATE) until 6.5 s after
+  // the worker reached it: the budget is spent when trial 1 ends.
+  SessionResult run_with_the_budget_spent_by_trial_1(Recorder& recorder) {
+    const std::string gate = dir_ + "/gate";
+    setenv("FAKE_WORKER_GATE", ("1:" + gate).c_str(), 1);
+    options_.budget_minutes = 0.1;  // 6 s
+    std::thread release([gate] {
       for (int i = 0; i < 3000 && !std::filesystem::exists(gate + ".reached"); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(6500));
       std::ofstream(gate).put('\n');
     });
+    SessionResult result = run_session(options_, *store_, recorder);
+    release.join();
+    unsetenv("FAKE_WORKER_GATE");
+    return result;
   }
   // A session of the fake model on this instance type, as an interrupted tune leaves it (to --resume).
   int64_t stored_session() {
@@ -616,18 +624,12 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredEvenWhenTheBudgetIsSpentBeforeI
   // one measured trial each; then the budget ends the search before any strategy point.
   setenv("FAKE_WORKER_MODE", "compressors", 1);
   setenv("FAKE_WORKER_PSGD", "faithful", 1);
-  const std::string gate = dir_ + "/gate";
-  setenv("FAKE_WORKER_GATE", ("1:" + gate).c_str(), 1);
   options_.space.compression = {Compression::kNone, Compression::kFp16, Compression::kPowerSgd};
   options_.space.powersgd_ranks = {1, 4};
   options_.space.streams = {1, 2};
   options_.compression_searched = true;
-  options_.budget_minutes = 0.1;  // 6 s
-  std::thread release = release_after_budget(gate);
   Recorder recorder;
-  const SessionResult result = run_session(options_, *store_, recorder);
-  release.join();
-  unsetenv("FAKE_WORKER_GATE");
+  const SessionResult result = run_with_the_budget_spent_by_trial_1(recorder);
   unsetenv("FAKE_WORKER_PSGD");
   ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
   std::vector<std::string> searched;
@@ -650,17 +652,11 @@ TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndT
   // powersgd (harmful here) is listed first, so the grid reaches its second config (2 streams, not
   // run: the verdict is known) before the uncompressed one; trial 1 is held until the budget is spent.
   setenv("FAKE_WORKER_MODE", "compressors", 1);
-  const std::string gate = dir_ + "/gate";
-  setenv("FAKE_WORKER_GATE", ("1:" + gate).c_str(), 1);
   options_.space.compression = {Compression::kPowerSgd, Compression::kNone};
   options_.space.powersgd_ranks = {4};
   options_.compression_searched = true;
-  options_.budget_minutes = 0.1;  // 6 s
-  std::thread release = release_after_budget(gate);
   Recorder recorder;
-  const SessionResult result = run_session(options_, *store_, recorder);
-  release.join();
-  unsetenv("FAKE_WORKER_GATE");
+  const SessionResult result = run_with_the_budget_spent_by_trial_1(recorder);
   ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
   const auto stored = store_->trials(result.session_id);
   ASSERT_EQ(stored.size(), 3u);  // the reference, powersgd 1 stream (rejected), powersgd 2 streams (not run)
