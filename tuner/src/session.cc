@@ -158,12 +158,9 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
   m.ordinal = record.ordinal;
   m.config = config;
   bool node_lost = false, ran = false;
-  double outcome_wall_s = 0;
   if (!plan.skip) {
     const TrialOutcome outcome = workers_->run(request, std::chrono::seconds(o_.trial_timeout_s));
     node_lost = outcome.node_lost;
-    outcome_wall_s = outcome.wall_s;
-
     m.status = outcome.status;
     m.error = outcome.error;
     ran = outcome.status == TrialStatus::kOk;
@@ -180,12 +177,12 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
       }
       read_nccl_net();
     }
+    if (!plan.extension && mode == TrialMode::kDdp) {  // its time without the guard's window and trajectory
+      trial_walls_.push_back(std::max(0.0, outcome.wall_s - m.metrics.fidelity_s.value_or(0) -
+                                               m.metrics.trajectory_s.value_or(0)));
+    }
   }
   record.finished_at = utc_now();
-  if (!plan.skip && !plan.extension && mode == TrialMode::kDdp) {  // its time without the guard's window and trajectory
-    trial_walls_.push_back(std::max(0.0, outcome_wall_s - m.metrics.fidelity_s.value_or(0) -
-                                             m.metrics.trajectory_s.value_or(0)));
-  }
   ++trials_run_;
   m.ranking_cost = m.step_s;
   m.metrics.pair = pair;
