@@ -16,14 +16,16 @@ to the last step's end, maximum over ranks (never a step percentile, which hides
   (b) 2x1@1gbit (nothing wins there): the job with an empty store alternated with plain DDP,
       --pairs-1gbit pairs: the ratio plain / online.
   (c) the second job's step p50 (steps after --skip) over the offline decision's job's, per pair.
-Writes --out (JSON) and prints the figures. Needs root (network namespaces) and a build folder
-(ACSPEED_BUILD_DIR, default build/).
+Writes --out (JSON: the figures and every job's per-step times) and prints the figures; a run that
+fails keeps the finished jobs' figures and stores in its work folder and names it. Needs root
+(network namespaces) and a build folder (ACSPEED_BUILD_DIR, default build/).
 """
 import argparse
 import json
 import os
 import pathlib
 import shlex
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -141,7 +143,7 @@ def part_a(args, work: pathlib.Path) -> dict:
     p50 = {kind: [float(np.median(r["step_times_s"][args.skip:])) for r in runs[kind]] for kind in kinds}
     online_stored = [decision_of(work / f"online-{i}.db") for i in range(args.pairs)]
     out = {"profile": args.profile_a, "offline_decision": decision_of(offline), "online_decisions": online_stored,
-           "whole_job_s": whole, "step_p50_s": p50,
+           "whole_job_s": whole, "step_p50_s": p50, "jobs": runs,
            "online_speedup_vs_plain": ratio(whole["plain"], whole["online"]),
            "offline_speedup_vs_plain": ratio(whole["plain"], whole["offline"]),
            # online's whole-job speedup as a share of offline's = offline time / online time
@@ -165,9 +167,10 @@ def part_b(args, work: pathlib.Path) -> dict:
         plain = job_line(args.steps, work / f"b-plain-{i}.json", "ACSPEED_DISABLE=1")
         lines += [online, plain] if i % 2 == 0 else [plain, online]
     testbed(args.profile_b, "\n".join(lines), 24 * 3600)
-    whole = {kind: [json.loads((work / f"b-{kind}-{i}.json").read_text())["whole_job_s"]
-                    for i in range(args.pairs_1gbit)] for kind in ("online", "plain")}
-    out = {"profile": args.profile_b, "whole_job_s": whole,
+    runs = {kind: [json.loads((work / f"b-{kind}-{i}.json").read_text()) for i in range(args.pairs_1gbit)]
+            for kind in ("online", "plain")}
+    whole = {kind: [r["whole_job_s"] for r in runs[kind]] for kind in runs}
+    out = {"profile": args.profile_b, "whole_job_s": whole, "jobs": runs,
            "online_decisions": [decision_of(work / f"b-online-{i}.db") for i in range(args.pairs_1gbit)],
            "online_vs_plain": ratio(whole["plain"], whole["online"])}
     print(f"(b) {args.profile_b}, {args.steps} steps: whole-job plain / online {text(out['online_vs_plain'])}",
@@ -179,12 +182,16 @@ def main() -> None:
     args = parse_args()
     result = {"command": [sys.executable] + sys.argv, "steps": args.steps, "model": "resnet18 32x32, batch 16, fp32",
               "whole_job": "wall time from DDP construction to the last step's end, max over ranks"}
-    with tempfile.TemporaryDirectory(prefix="acspeed-online-bench-") as folder:
-        work = pathlib.Path(folder)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="acspeed-online-bench-"))
+    try:
         if args.only in (None, "a"):
             result["a"] = part_a(args, work)
         if args.only in (None, "b"):
             result["b"] = part_b(args, work)
+    except BaseException:
+        print(f"the jobs that finished left their figures and stores in {work} (kept)", file=sys.stderr)
+        raise
+    shutil.rmtree(work)
     out = pathlib.Path(args.out)
     if out.exists():
         raise SystemExit(f"{out} exists: not overwritten (the figures are above)")
