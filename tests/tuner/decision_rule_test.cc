@@ -54,6 +54,16 @@ TEST(DecisionRule, IntervalIncludingOneKeepsDdpDefaults) {
                                     *n, *n)),
             std::string::npos)
       << v.note;
+  // Inside a job (online tuning) there is no rerun to give --repeats to: the note names acspeed-tune.
+  RuleOptions online;
+  online.online = true;
+  const Verdict o = judge(candidate(), {pair(0.10, 0.13), pair(0.10, 0.08), pair(0.10, 0.11)}, "", online);
+  EXPECT_NE(o.note.find(fmt::format("about {} pairs would resolve it if the speedup holds: `acspeed-tune --repeats {}` "
+                                    "can measure them",
+                                    *n, *n)),
+            std::string::npos)
+      << o.note;
+  EXPECT_EQ(o.note.find("run again"), std::string::npos) << o.note;
 }
 
 TEST(DecisionRule, PairsToResolveIsTheFewestWhoseIntervalWouldExcludeOne) {

@@ -265,12 +265,14 @@ TEST(OnlineTuner, NothingToTuneSettlesAtOnce) {
   EXPECT_NE(tuner.note().find("nothing to tune"), std::string::npos) << tuner.note();
 }
 
-// The offline judge (decision_rule.h) reads an online session's evidence and reaches its verdict.
+// The offline judge (decision_rule.h) reads an online session's evidence and reaches its verdict (the
+// online flag only words its advice for a job, where nothing reruns).
 void expect_offline_judge_agrees(const OnlineTuner& tuner) {
   const nlohmann::json evidence = nlohmann::json::parse(tuner.evidence().dump());
   const auto candidate = evidence["candidate"].get<CommConfig>();
   const auto pairs = evidence["pairs"].get<std::vector<PairRun>>();
-  const Verdict offline = judge(candidate, pairs, "", RuleOptions{0.05, evidence["seed"].get<uint64_t>()});
+  const Verdict offline =
+      judge(candidate, pairs, "", RuleOptions{0.05, evidence["seed"].get<uint64_t>(), /*online=*/true});
   EXPECT_EQ(offline.accepted ? candidate : tuner.space().baseline, tuner.decision());
   EXPECT_EQ(offline.speedup, tuner.speedup());
   EXPECT_EQ(offline.ci_low, tuner.ci_low());

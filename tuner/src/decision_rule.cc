@@ -54,9 +54,15 @@ std::optional<int> pairs_to_resolve(const std::vector<double>& pair_speedups, in
 
 namespace {
 
-// The next step for an interval that includes 1 (pairs_to_resolve), for the verdict's note.
-std::string resolve_hint(const std::vector<double>& pair_speedups) {
+// The next step for an interval that includes 1 (pairs_to_resolve), for the verdict's note. Inside a
+// job nothing reruns the pairs, so the advice there is an acspeed-tune session with that many.
+std::string resolve_hint(const std::vector<double>& pair_speedups, bool online) {
   if (const auto n = pairs_to_resolve(pair_speedups)) {
+    if (online) {
+      return fmt::format("; at this spread about {} pairs would resolve it if the speedup holds: `acspeed-tune "
+                         "--repeats {}` can measure them",
+                         *n, *n);
+    }
     return fmt::format("; at this spread about {} pairs would resolve it if the speedup holds: run again with "
                        "--repeats {} (longer trials, --steps, narrow the spread)",
                        *n, *n);
@@ -110,7 +116,7 @@ Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, co
                                               s.speedup, s.ci_low, s.ci_high)
                                 : fmt::format("its speedup {:.3f}x has a 95% interval [{:.3f}, {:.3f}] that does not "
                                               "exclude 1{}",
-                                              s.speedup, s.ci_low, s.ci_high, resolve_hint(s.speedups));
+                                              s.speedup, s.ci_low, s.ci_high, resolve_hint(s.speedups, options.online));
     }
   } else if (rejection.empty()) {
     rejection = "fewer than two pairs completed";

@@ -58,6 +58,7 @@ void from_json(const nlohmann::json& j, PairRun& pair);
 struct RuleOptions {
   double loss_tolerance = 0.05;  // statistics.h: loss_within_tolerance
   uint64_t seed = 0;             // the session's seed (recorded with the interval)
+  bool online = false;           // judged inside a training job (online.h): its notes advise acspeed-tune, not a rerun
 };
 
 // Why `candidate` is out after this pair: its loss is beyond the tolerance; "" when it is not (and

@@ -374,7 +374,7 @@ struct OnlineTuner::State {
   void judge_decision(Candidate& c, std::vector<PairRun> runs) {
     c.concluded = true;
     current = -1;
-    verdict = judge(c.config, runs, "", RuleOptions{0.05, o.seed});
+    verdict = judge(c.config, runs, "", RuleOptions{0.05, o.seed, /*online=*/true});
     decision_pairs = std::move(runs);
     settled = true;
     decision = verdict.accepted ? c.config : space.baseline;
