@@ -19,17 +19,15 @@ namespaces) and a build folder (ACSPEED_BUILD_DIR, default build/).
 import argparse
 import datetime
 import json
-import os
 import pathlib
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path[:0] = [str(HERE.parent), str(REPO / "examples")]  # bench/stats.py, the seed benchmark's model
+sys.path[:0] = [str(HERE), str(HERE.parent), str(REPO / "examples")]  # bench_online.py, bench/stats.py, the model
 
 
 def parse_args():
@@ -97,20 +95,17 @@ def main() -> None:
         job(args)
         return
     import stats  # noqa: PLC0415
+    from bench_online import testbed  # noqa: PLC0415 - the same cluster run as the online benchmark's jobs
 
-    build = pathlib.Path(os.environ.get("ACSPEED_BUILD_DIR", REPO / "build")).resolve()
-    env = dict(os.environ, ACSPEED_DISABLE="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="acspeed-rebuild-cost-") as folder:
         result_file = pathlib.Path(folder) / "job.json"
-        script = (f"{shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" "
+        script = (f"ACSPEED_DISABLE=1 {shlex.quote(sys.executable)} -m torch.distributed.run --nnodes \"$NNODES\" "
                   f"--node_rank \"$NODE_RANK\" --nproc_per_node 1 --master_addr \"$MASTER_ADDR\" "
                   f"--master_port \"$MASTER_PORT\" {shlex.quote(str(pathlib.Path(__file__).resolve()))} "
                   f"--pairs {args.pairs} --window {args.window} --warmup {args.warmup} "
                   f"--job {shlex.quote(str(result_file))}")
         started = time.monotonic()
-        subprocess.run([str(build / "bin" / "acspeed-testbed"), "run", args.profile, "--pin", "--", "sh", "-c", script],
-                       env=env, check=True, timeout=3600)
+        testbed(args.profile, script, 3600)
         record = json.loads(result_file.read_text())
     windows = record["windows"]
     rebuilt = [w["s"] for w in windows if w["rebuilt"]]
