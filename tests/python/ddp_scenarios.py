@@ -201,6 +201,7 @@ def equivalence(rank: int, world_size: int, combos: list) -> dict:
             out[name]["stock_rel_to_update"] = against_stock["rel_to_update"]
         out[name]["hook"] = state is not None
         out[name]["nonfinite_fallbacks"] = state.nonfinite_fallbacks if state else 0
+        out[name]["left_to_finish"] = state.left_to_finish if state else 0
         out[name]["emulated"] = state.collectives.emulated() if state else []
         del ddp
     out["_log"] = captured.take()
@@ -416,18 +417,25 @@ def _grads_after_one_step(ddp, rank: int, value: float) -> torch.Tensor:
 
 def nonfinite_fallback(rank: int, world_size: int) -> dict:
     """fp16 compression meets a gradient fp16 cannot hold (1e6 > 65504), then a true Inf; bf16
-    compression (fp32's exponent range: no check) meets a true Inf."""
+    compression (fp32's exponent range: no check) meets a true Inf. The value is in the first layer's
+    gradient, so in the step's last bucket; "overflow_left" slows rank 1's collectives (the test-only
+    seam), so that rank 0's last hook call finds that bucket in flight and leaves it, re-send included,
+    to its own finish."""
     captured = Captured()
     out = {}
     for name, value, compression in (("overflow", 1e6, "fp16"), ("inf", float("inf"), "fp16"),
-                                      ("bf16_inf", float("inf"), "bf16")):
+                                      ("bf16_inf", float("inf"), "bf16"), ("overflow_left", 1e6, "fp16")):
         base = _grads_after_one_step(plain_ddp(make_model()), rank, value)
         ddp = acspeed.apply.wrap(make_model(), config(compression=compression, bucket_cap_mb=0.001))
+        state = acspeed._patch.state_of(ddp)
+        if name == "overflow_left" and rank == 1:
+            state.test_delays = {0: 0.02}
         grads = _grads_after_one_step(ddp, rank, value)
         first_numel = next(ddp.module.parameters()).numel()
         finite = torch.isfinite(base)
         out[name] = {
-            "fallbacks": acspeed._patch.state_of(ddp).nonfinite_fallbacks,
+            "fallbacks": state.nonfinite_fallbacks,
+            "left_to_finish": state.left_to_finish,
             # The bucket holding the injected value was reduced uncompressed: exactly DDP's numbers.
             "injected_bucket_equal": torch.equal(grads[:first_numel], base[:first_numel]),
             "same_nonfinite": torch.equal(torch.isfinite(grads), finite),

@@ -11,7 +11,7 @@ import itertools
 import pytest
 
 from ddp_harness import run_ranks
-from ddp_scenarios import config, equivalence
+from ddp_scenarios import STEPS, config, equivalence
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +38,9 @@ def _combos(extra=()):
         combos.append({"name": f"{algorithm}/s3/delayed-lane/none",
                        "config": config(algorithm=algorithm, streams=3, bucket_cap_mb=0.001),
                        "delays": {1: {1: 0.02}}})
+    # Rank 0's last hook call finds the step's last fp16 bucket in flight: its own finish unpacks it.
+    combos.append({"name": "allreduce/s1/delayed-lane/fp16",
+                   "config": config(streams=1, bucket_cap_mb=0.001, compression="fp16"), "delays": {1: {0: 0.02}}})
     return combos + list(extra)
 
 
@@ -72,6 +75,7 @@ def test_two_ranks_bit_identical_to_ddp_and_to_torchs_compress_hooks():
     combos = _combos()
     results = run_ranks(equivalence, 2, combos, env={"LOCAL_WORLD_SIZE": "2"})
     _check_delays(combos, results)
+    assert results[0]["allreduce/s1/delayed-lane/fp16"]["left_to_finish"] == STEPS, results[0]
     for rank_result in results:  # every rank ends with the same parameters as the reference on that rank
         for name, value in rank_result.items():
             if name == "_log":

@@ -93,7 +93,7 @@ class Cast:
 
         phases = hook.compressor.place(hook.algorithm, hook.algorithm.phases(hook.collectives, lane, packed, shard_for))
         check = dtype is not None and hook.checking_nonfinite and can_overflow(dtype, flat.dtype)
-        entry = FallbackEntry(job=None, flat=flat, unpack=unpack) if check else None
+        entry = FallbackEntry(job=None, flat=flat, unpack=unpack, cast=True) if check else None
 
         def finish() -> Optional[torch.Tensor]:
             if entry is None:

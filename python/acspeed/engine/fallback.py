@@ -2,6 +2,7 @@
 call): a bucket whose compressed, reduced copy holds NaN/Inf is reduced again uncompressed. The
 reduced copy is identical on every rank, so every rank reaches the same verdict."""
 import dataclasses
+import threading
 from typing import Callable, Optional, Union
 
 import torch
@@ -57,6 +58,9 @@ class FallbackEntry:
     flag: Union[torch.Tensor, bool, None] = None  # set by the job's finish: NaN/Inf in the reduced copy
     ready: Optional[object] = None        # CUDA: event recorded after the flag, on the callback's CUDA stream
     reduced: Optional[torch.Tensor] = None  # CPU, a cast's: the reduced copy the step's last hook call unpacks
+    cast: bool = False                    # a cast's bucket: its finish hands the reduced copy over (unpack_or_hold)
+    late: Optional[Callable[["FallbackEntry"], None]] = None  # CPU, a cast's: settles it in its finish (leave())
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # hands `reduced` over (leave())
 
     def hold(self, flag: torch.Tensor) -> bool:
         """Called by the job's finish with the reduced copy's NaN/Inf flag. True: the step's last hook
@@ -70,15 +74,32 @@ class FallbackEntry:
         return bool(flag)
 
     def unpack_or_hold(self, reduced: torch.Tensor) -> bool:
-        """Called by a cast's finish with the reduced copy (unpadded); always True: the step's last
-        hook call completes the bucket. CUDA: its flag now, as hold(). CPU: nothing now; the last hook
-        call unpacks it if finite (settle()), on the hook's thread, idle then, waiting for the step's
-        later transfers, while the backend's thread that ran this finish goes straight on to the next
-        collective."""
+        """Called by a cast's finish with the reduced copy (unpadded); always True: the finish leaves
+        the bucket's future to whoever settles it. CUDA: its flag now, as hold(); the step's last hook
+        call completes it. CPU: the last hook call unpacks it if finite (settle()), on the hook's
+        thread, idle then, waiting for the step's later transfers, while the backend's thread that ran
+        this finish goes straight on to the next collective; unless that call has already left the
+        bucket to this finish (leave()): then it is settled here."""
         if self.flat.is_cuda:
             return self.hold(nonfinite(reduced))
-        self.reduced = reduced
+        with self.lock:
+            self.reduced = reduced
+            late = self.late
+        if late is not None:
+            late(self)
         return True
+
+    def leave(self, settle: Callable[["FallbackEntry"], None]) -> bool:
+        """CPU, a cast's bucket: if its finish has not run yet, it will call settle(self) itself (on the
+        backend's thread, when the reduction completes) and the caller need not wait for it: True.
+        False: the finish ran already (or this is not a cast's bucket); the caller settles it."""
+        if self.flat.is_cuda or not self.cast:
+            return False
+        with self.lock:
+            if self.reduced is not None or self.job.finished.done():  # done without a copy: the reduction failed
+                return False
+            self.late = settle
+            return True
 
     def settle(self) -> bool:
         """CPU, once the job's finish ran: unpacks a held cast's reduced copy unless it holds NaN/Inf

@@ -33,7 +33,11 @@ C++ pass (fallback.unpack_if_finite), bucket by bucket as each arrives, and comp
 buckets' futures: the backend's thread that completes a reduction goes straight on to the next
 transfer, as under torch's fp16_compress_hook, while the check and copy run on the hook's thread,
 which waits for the step's later transfers anyway (bench/runtime/RESULTS.md: 0.95 of torch's hook
-at 5 MiB buckets with the unpack in the callback, 0.98 with it here, side by side).
+at 5 MiB buckets with the unpack in the callback, 0.98 with it here, side by side). The step's last
+bucket, on a one-phase algorithm with no earlier bucket re-sent, is the exception: if its reduction is
+still in flight when that call gets to it, its own finish settles it (unpacks, or re-sends it), and the
+call returns, so that DDP's finalize_backward copies the other buckets into the gradients during the
+step's last transfer, as under torch's hook (HookState.left_to_finish counts those buckets).
 HookState.nonfinite_fallbacks counts those buckets; the first one is a warning. With a
 GradScaler in use non-finite values pass through, so the scaler sees them and backs off.
 
@@ -168,6 +172,7 @@ class HookState:
         self.observer = None
         self.user_hook = None          # (hook, state) registered by the user after construction
         self.nonfinite_fallbacks = 0       # buckets reduced uncompressed because the compressed sum was not finite
+        self.left_to_finish = 0        # CPU: checked last buckets the step's last hook call left to their finish
         self.test_delays: Dict[int, float] = {}  # test-only seam: lane -> seconds slept before each collective
         self.scratch = Scratch()
         self.param_names: Dict[int, str] = {}  # id(parameter) -> its name in the DDP module (PowerSGD's keys)
@@ -349,23 +354,45 @@ class HookState:
                     torch.cuda.current_stream(self.device).wait_event(entry.ready)
                     self._complete(entry)
         else:
+            # The step's last bucket is left to its own finish while its reduction is in flight, so that this
+            # call returns and DDP's finalize_backward copies the settled buckets into the gradients during
+            # the step's last transfer, as it does under torch's fp16_compress_hook (that copy, ~40 MB for
+            # resnet18, was otherwise done after it). Only when no earlier bucket is re-sent and a re-send is
+            # one collective (a one-phase algorithm), so the finish can issue it whole, after every re-send of
+            # this step, as every rank does.
+            last = entries[-1] if len(self.algorithm.roles) == 1 else None
             for entry in entries:
+                if entry is last and not resend and entry.leave(self._settle_left):
+                    self.left_to_finish += 1
+                    break
                 entry.job.finished.wait()  # the finish callback ran: the compressed reduction is done
                 if entry.settle():
                     resend.append(entry)
                 elif not entry.job.result.done():
                     entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
         for entry in resend:
-            self.nonfinite_fallbacks += 1
-            _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "
-                      f"(overflow or a non-finite gradient): that bucket was reduced uncompressed "
-                      f"(fallback #{self.nonfinite_fallbacks}; later ones are counted in HookState.nonfinite_fallbacks)",
-                      once=("nonfinite-fallback", id(self)))
-            lane = entry.job.lane
-            with self.issuer.context(lane):
-                self.issuer.start(self.plain.plain_job(self, entry.job.index, entry.flat, lane, entry.job.result,
-                                                       compress=False))
+            self._resend(entry)
         self.issuer.advance(block=True)
+
+    def _settle_left(self, entry: FallbackEntry) -> None:
+        """A bucket the step's last hook call left to its finish (on the backend's thread, once its
+        reduction is done): unpacked if finite and completed, else re-sent uncompressed, as there."""
+        if entry.settle():
+            self._resend(entry)
+        else:
+            entry.job.result.set_result(self.completed(entry.job.index, entry.flat))
+
+    def _resend(self, entry: FallbackEntry) -> None:
+        """Reduces a bucket whose compressed sum held NaN/Inf again, uncompressed, into its future."""
+        self.nonfinite_fallbacks += 1
+        _log.warn(f"{self.config.compression} compression gave NaN/Inf in bucket {entry.job.index} "
+                  f"(overflow or a non-finite gradient): that bucket was reduced uncompressed "
+                  f"(fallback #{self.nonfinite_fallbacks}; later ones are counted in HookState.nonfinite_fallbacks)",
+                  once=("nonfinite-fallback", id(self)))
+        lane = entry.job.lane
+        with self.issuer.context(lane):
+            self.issuer.start(self.plain.plain_job(self, entry.job.index, entry.flat, lane, entry.job.result,
+                                                   compress=False))
 
 
 def comm_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
