@@ -58,14 +58,9 @@ namespace {
 // job nothing reruns the pairs, so the advice there is an acspeed-tune session with that many.
 std::string resolve_hint(const std::vector<double>& pair_speedups, bool online) {
   if (const auto n = pairs_to_resolve(pair_speedups)) {
-    if (online) {
-      return fmt::format("; at this spread about {} pairs would resolve it if the speedup holds: `acspeed-tune "
-                         "--repeats {}` can measure them",
-                         *n, *n);
-    }
-    return fmt::format("; at this spread about {} pairs would resolve it if the speedup holds: run again with "
-                       "--repeats {} (longer trials, --steps, narrow the spread)",
-                       *n, *n);
+    const auto advice = online ? fmt::format("`acspeed-tune --repeats {}` can measure them", *n)
+                               : fmt::format("run again with --repeats {} (longer trials, --steps, narrow the spread)", *n);
+    return fmt::format("; at this spread about {} pairs would resolve it if the speedup holds: {}", *n, advice);
   }
   return fmt::format("; more pairs would not resolve it (its pairs' speedups {:.3f}): DDP defaults are as fast",
                      fmt::join(pair_speedups, ", "));
