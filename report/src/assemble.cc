@@ -178,7 +178,8 @@ std::vector<RepeatPair> find_pairs(const Report& report) {
   std::map<int64_t, const TrialSummary*> candidates, baselines;
   for (const auto& t : report.trials) {
     auto* side = t.record.role == TrialRole::kCandidate ? &candidates : t.record.role == TrialRole::kBaseline ? &baselines : nullptr;
-    // An online window run while the verdict's last results were awaited is not one of its pairs.
+    // An online window the verdict did not use is not one of its pairs (stores written before the
+    // wait windows hold a whole pair run while the verdict's last results were awaited).
     if (!side || (t.window && !t.window->used)) continue;
     const int64_t index = t.metrics.pair ? *t.metrics.pair : static_cast<int64_t>(side->size());
     side->emplace(index, &t);

@@ -647,11 +647,16 @@ TEST(Report, AnOnlineSessionShowsItsKindAndItsWindowsOverTheJobsStepsInEveryForm
   EXPECT_EQ(*r.decision_from_step, evidence["online"]["decision_from_step"].get<int64_t>());
   EXPECT_GT(*r.decision_from_step, next);
   const int64_t from = *r.decision_from_step;
-  // The alternated repeats are the verdict's pairs, not the pair run while its results were awaited.
+  // The alternated repeats are the verdict's pairs: the waits run while its results were awaited are
+  // search trials, shown with their phase.
   EXPECT_EQ(r.pairs.size(), evidence["pairs"].size());
-  EXPECT_LT(r.pairs.size(), static_cast<size_t>(std::count_if(r.trials.begin(), r.trials.end(), [](const auto& t) {
+  EXPECT_EQ(r.pairs.size(), static_cast<size_t>(std::count_if(r.trials.begin(), r.trials.end(), [](const auto& t) {
               return t.record.role == TrialRole::kCandidate;
             })));
+  EXPECT_GE(std::count_if(r.trials.begin(), r.trials.end(), [](const auto& t) {
+              return t.window->phase == "wait" && t.record.role == TrialRole::kSearch && !t.window->pair;
+            }),
+            2);
 
   const std::string md = render_markdown(r, {});
   EXPECT_NE(md.find("| Kind | online (tuned inside the training job) |"), std::string::npos) << md;

@@ -194,11 +194,18 @@ struct OnlineTuner::State {
            (pairs.back().candidate_window < 0 || pairs.back().baseline_window < 0);
   }
 
-  // Windows a candidate started now may still need: its pairs and one more while its results are
-  // awaited, then the decision's pairs and one more.
+  // Windows a candidate started now may still need: its pairs and the waits while its results are
+  // awaited, then the decision's pairs and their waits.
   bool room_for_search_candidate() const {
-    const int extra = o.lookahead > 0 ? 1 : 0;
-    return plan_count() + 2 * (o.search_pairs + extra) + 2 * (o.decision_pairs + extra) <= o.max_windows;
+    return plan_count() + 2 * o.search_pairs + 2 * o.decision_pairs + 2 * o.lookahead <= o.max_windows;
+  }
+
+  // A short window of the config before it, in no pair and never used: run while the current
+  // candidate's results are awaited.
+  void plan_wait() {
+    const WindowRecord& before = windows.back();
+    plan_window(before.plan.ordinal, before.plan.role, "wait", -1);
+    windows.back().plan.steps = o.wait_steps;
   }
 
   int start_candidate(const Point& point, bool decision) {
@@ -225,7 +232,11 @@ struct OnlineTuner::State {
       if (!candidates[static_cast<size_t>(pairs.back().candidate)].concluded) return plan_pair_window();
       pairs.back().abandoned = true;  // dropped after the pair's first window: its second is not needed
     }
-    if (current >= 0) return plan_pair(current);  // its results are awaited: one more pair meanwhile
+    if (current >= 0) {  // its pairs first; then, while their results are awaited, waits
+      const Candidate& c = candidates[static_cast<size_t>(current)];
+      if (static_cast<int>(c.pairs.size()) < c.needed) return plan_pair(current);
+      return plan_wait();
+    }
     while (!search_done) {
       const auto next = descent->next();
       if (!next) {
@@ -357,7 +368,7 @@ struct OnlineTuner::State {
     std::optional<int> found;
     for (int i = 0; i < plan_count(); ++i) {
       const WindowRecord& w = window_at(i);
-      if (!w.pushed || w.plan.role != WindowRole::kBaseline || w.plan.settled) continue;
+      if (!w.pushed || w.plan.role != WindowRole::kBaseline || w.pair < 0) continue;  // waits and settled: in no pair
       if (i < index || (w.pair == window_at(index).pair)) found = i;
     }
     return found;
@@ -395,9 +406,9 @@ OnlineTuner::OnlineTuner(OnlineSpace space, OnlineOptions options) : s_(std::mak
   check("slower_margin", options.slower_margin, 0, 10);
   check("min_gain", options.min_gain, 0, 0.5);
   check("lookahead", options.lookahead, 0, 2);
+  check("wait_steps", options.wait_steps, 1, 10000);
   check("warmup_steps", options.warmup_steps, 0, 1e9);
-  const int extra = options.lookahead > 0 ? 1 : 0;
-  const int least = 2 * (options.search_pairs + extra) + 2 * (options.decision_pairs + extra);
+  const int least = 2 * options.search_pairs + 2 * options.decision_pairs + 2 * options.lookahead;
   check("max_windows", options.max_windows, least, 1e6);
   State& s = *s_;
   s.space = std::move(space);
@@ -574,6 +585,7 @@ nlohmann::json OnlineTuner::evidence() const {
                         {"decision_pairs", s.o.decision_pairs},
                         {"slower_margin", s.o.slower_margin},
                         {"lookahead", s.o.lookahead},
+                        {"wait_steps", s.o.wait_steps},
                         {"max_windows", s.o.max_windows},
                         {"windows", s.pushed},
                         {"exploration_steps", exploration_steps},

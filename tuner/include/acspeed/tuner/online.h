@@ -28,9 +28,12 @@
 // is below (1 - min_gain) x the result's so far) then runs `decision_pairs` fresh pairs and is judged
 // by the offline judge; when no point beat the baseline so, the job's own DDP stays without pairs.
 // Where the results of the last windows are not known yet when a window must be planned
-// (`lookahead`), the current candidate runs more pairs meanwhile, recorded but not used (so the
-// number of pairs judged never depends on their results). Exploration never plans beyond
-// `max_windows`; the plan keeps room for the decision's pairs.
+// (`lookahead`), and the current candidate has all its pairs planned, a short *wait* window runs
+// meanwhile: `wait_steps` steps of the config of the window before (no switch, nothing discarded),
+// phase "wait", in no pair, recorded but not used (so the number of pairs judged never depends on
+// their results). With lookahead 2 a candidate's pair is followed by at most two waits (a dropped
+// candidate's by one), where a whole pair of ~2 x window_steps steps ran before. Exploration never
+// plans beyond `max_windows`; the plan keeps room for the decision's pairs.
 //
 // How the Python side drives it (acspeed.online, in the DDP model's forward pre-hook; every rank
 // counts the same steps):
@@ -44,8 +47,8 @@
 //     then a broadcast of that window's ordinal from rank 0. The one-collective form carries
 //     window k's times and rank 0's ordinal for window k + 2 in one all-reduce MAX (the other ranks
 //     put -1): rank 0 plans that window before the collective, from windows <= k - 1, which is
-//     lookahead 2; it costs one more pair per searched candidate (its result comes a pair later) and
-//     a dropped candidate runs a second window. acspeed.online issues it asynchronously and waits for
+//     lookahead 2; it costs two short wait windows per searched candidate (its result comes two
+//     windows later) and a dropped candidate runs its pair's second window. acspeed.online issues it asynchronously and waits for
 //     it at the next boundary (a blocking collective in a forward pre-hook would deadlock under
 //     DDP.join()). The switch (a rebuilt reducer, a hook registered, new lanes' groups created by
 //     every rank in one order) disturbs the window's first steps, which the discarded steps cover.
@@ -103,6 +106,7 @@ struct OnlineOptions {
   double slower_margin = 0.10;  // dropped after its first window when its median is above (1 + this) x the baseline's
   double min_gain = 0.03;     // the descent moves only for a cost below (1 - min_gain) x the incumbent's
   int lookahead = 0;          // windows whose results are still unknown when a window is planned (0..2)
+  int wait_steps = 2;         // steps of a wait window (>= 1), run while the results that plan the next are awaited
   int max_windows = 48;       // windows of exploration at most (with 12-step windows: 576 steps)
   // Steps the job runs before window 0 (its warm-up, untimed): where window 0 starts among the job's
   // steps (WindowPlan::first_step); recorded with the evidence, it changes no plan.
@@ -131,7 +135,7 @@ struct WindowPlan {
 // One window as it ran: its plan, what it is evidence of, and its measured step times.
 struct WindowRecord {
   WindowPlan plan;
-  std::string phase;     // "search" | "decision" | "settled"
+  std::string phase;     // "search" | "decision" | "wait" | "settled"
   int pair = -1;         // the pair it belongs to (numbered over the exploration); -1: none
   bool used = false;     // its times entered a cost or the verdict (a dropped candidate's later pairs do not)
   std::vector<double> step_times_s;  // the measured steps (the disturbed ones left out)
