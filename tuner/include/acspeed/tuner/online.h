@@ -31,9 +31,9 @@
 // (`lookahead`), and the current candidate has all its pairs planned, a short *wait* window runs
 // meanwhile: `wait_steps` steps of the config of the window before (no switch, nothing discarded),
 // phase "wait", in no pair, recorded but not used (so the number of pairs judged never depends on
-// their results). With lookahead 2 a candidate's pair is followed by at most two waits (a dropped
-// candidate's by one), where a whole pair of ~2 x window_steps steps ran before. Exploration never
-// plans beyond `max_windows`; the plan keeps room for the decision's pairs.
+// their results). With lookahead 2 a candidate's pair is followed by at most two waits, where a
+// whole pair of ~2 x window_steps steps ran before. Exploration never plans beyond `max_windows`;
+// the plan keeps room for the decision's pairs.
 //
 // How the Python side drives it (acspeed.online, in the DDP model's forward pre-hook; every rank
 // counts the same steps):
@@ -48,10 +48,11 @@
 //     window k's times and rank 0's ordinal for window k + 2 in one all-reduce MAX (the other ranks
 //     put -1): rank 0 plans that window before the collective, from windows <= k - 1, which is
 //     lookahead 2; it costs two short wait windows per searched candidate (its result comes two
-//     windows later) and a dropped candidate runs its pair's second window. acspeed.online issues it asynchronously and waits for
-//     it at the next boundary (a blocking collective in a forward pre-hook would deadlock under
-//     DDP.join()). The switch (a rebuilt reducer, a hook registered, new lanes' groups created by
-//     every rank in one order) disturbs the window's first steps, which the discarded steps cover.
+//     windows later) and a dropped candidate runs its pair's second window. acspeed.online issues
+//     it asynchronously and waits for it at the next boundary (a blocking collective in a forward
+//     pre-hook would deadlock under DDP.join()). The switch (a rebuilt reducer, a hook registered,
+//     new lanes' groups created by every rank in one order) disturbs the window's first steps, which
+//     the discarded steps cover.
 //     Under DDP.join() a joined rank runs no forward: DDP's join hook shadows the others' forwards,
 //     and it counts the steps there;
 //   - a plan with `settled` set is the decision: from that window on it runs for good and no boundary
@@ -137,7 +138,7 @@ struct WindowRecord {
   WindowPlan plan;
   std::string phase;     // "search" | "decision" | "wait" | "settled"
   int pair = -1;         // the pair it belongs to (numbered over the exploration); -1: none
-  bool used = false;     // its times entered a cost or the verdict (a dropped candidate's later pairs do not)
+  bool used = false;     // its times entered a cost or the verdict (never a wait's, nor the rest of a dropped pair)
   std::vector<double> step_times_s;  // the measured steps (the disturbed ones left out)
   std::vector<double> raw_step_times_s;  // every step pushed
   bool pushed = false;
