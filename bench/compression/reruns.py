@@ -14,7 +14,8 @@ tta: the tune step of bench_time_to_accuracy.py (--model digits:model10, --data 
 search space and seed) into a fresh store each run; its training part is that script's.
 
 Per run: the stored numerics family (compression, PowerSGD rank), the decision's line, the
-session's wall time, and the guard's lines of the tuner's output (extended verdicts, budget, cost).
+session's wall time, the guard's lines of the tuner's output (extended verdicts, budget, cost), and
+from the store each family's last verdict (loss check, inflation, extended from/to and why).
 Writes --out (JSON, every run's tuner output included) and prints a Markdown table.
 Needs root (network namespaces) and a build folder (ACSPEED_BUILD_DIR, default build/).
 """
@@ -88,6 +89,28 @@ def decision(db: pathlib.Path) -> dict:
     return {"config": config, "family": family, "note": note}
 
 
+def guard_verdicts(db: pathlib.Path) -> dict:
+    """Per numerics family, the guard's last verdict in the store (the latest judged trial: an
+    extension's run carries the verdict on the longer trajectories): passed, the loss check's
+    figures, the inflation, and how the trajectories were extended and why."""
+    verdicts = {}
+    with sqlite3.connect(db) as conn:
+        for config, metrics in conn.execute("SELECT config_json, metrics_json FROM trials ORDER BY ordinal"):
+            config, metrics = json.loads(config), json.loads(metrics or "{}")
+            guard = metrics.get("guard")
+            if not isinstance(guard, dict) or "passed" not in guard:
+                continue
+            family = config.get("compression", "none")
+            if family == "powersgd":
+                family += f" rank {config.get('powersgd_rank')}"
+            loss = guard.get("loss", {})
+            verdicts[family] = {"passed": guard["passed"], "undecided": guard.get("undecided"),
+                                "reason": guard.get("reason"), "trajectory_steps": guard.get("trajectory_steps"),
+                                "loss": {k: loss.get(k) for k in ("excess", "allowed", "noise", "within_noise")},
+                                "inflation": metrics.get("inflation"), "extended": guard.get("extended")}
+    return verdicts
+
+
 def run(args) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(bench_tuner.REPO / "python"), str(HERE)] +
@@ -99,6 +122,7 @@ def run(args) -> dict:
         start = time.monotonic()
         output = (tune_seed if args.command == "seed" else tune_tta)(db, env)
         entry = {"run": index + 1, "tune_minutes": (time.monotonic() - start) / 60, **decision(db),
+                 "verdicts": guard_verdicts(db),
                  "guard_lines": [line for line in output.splitlines()
                                  if any(word in line.lower() for word in GUARD_WORDS)],
                  "tuner_output": output}
@@ -124,6 +148,23 @@ def table(result: dict) -> str:
         speed = f"{bench['speedup']:.2f}x [{bench['ci_low']:.2f}, {bench['ci_high']:.2f}]" if bench else "-"
         lines.append(f"| {entry['run']} | {entry['family']} | {entry['tune_minutes']:.1f} | {speed} | "
                      f"{entry['note']} |")
+    lines.append("")
+    for entry in result["runs"]:
+        for family, v in entry.get("verdicts", {}).items():
+            loss, extended = v["loss"], v.get("extended")
+            verdict = "pass" if v["passed"] else "undecided" if v.get("undecided") else "fail"
+            line = (f"- run {entry['run']}, {family}: {verdict} on {v['trajectory_steps']} steps, loss "
+                    f"{loss['excess']:+.4g} (allowed {loss['allowed']:.4g}, noise {loss.get('noise') or 0:.3g})")
+            inflation = v.get("inflation") or {}
+            if inflation.get("kind") == "measured":
+                high = inflation.get("high")
+                line += (f", inflation {inflation['estimate']:.2f}x [{inflation['low']:.2f}, "
+                         f"{'inf' if high is None else f'{high:.2f}'}]")
+            if extended:
+                line += f"; extended from {extended['from_steps']} to {extended['to_steps']} steps: {extended['why']}"
+                if extended.get("declined"):
+                    line += f" (declined: {extended['declined']})"
+            lines.append(line)
     families = {entry["family"] for entry in result["runs"]}
     lines.append("")
     lines.append(f"{len(result['runs'])} runs of `{result['command']}`: "

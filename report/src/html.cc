@@ -365,8 +365,8 @@ std::string loss_chart(const Report& r) {
     const bool compressed = changes_numerics(*t->config);
     svg.text(kLeft + kPlotW + 40, legend_y,
              fmt::format("#{} {}{}{}", t->record.ordinal, t->config->describe(),
-                         compressed ? (t->metrics.guard.value("passed", false) ? " (guard: pass" : " (guard: fail")
-                                    : " (uncompressed)",
+                         compressed ? fmt::format(" (guard: {}", guard_verdict(t->metrics.guard))
+                                    : std::string(" (uncompressed)"),
                          compressed && t->metrics.inflation
                              ? fmt::format(", inflation {})", t->metrics.inflation->describe())
                              : std::string(compressed ? ")" : "")),

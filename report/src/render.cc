@@ -94,7 +94,13 @@ std::string format_guard(const TrialSummary& trial) {
                                       e.value("to_steps", 0), e.value("why", std::string())));
   }
   if (g.contains("undecided")) parts.push_back("undecided: " + g.value("undecided", std::string()));
-  return fmt::format("{} ({})", g["passed"] == true ? "pass" : "fail", fmt::join(parts, "; "));
+  return fmt::format("{} ({})", guard_verdict(g), fmt::join(parts, "; "));
+}
+
+const char* guard_verdict(const nlohmann::json& guard) {
+  if (!guard.is_object()) return "-";
+  if (guard.value("passed", false)) return "pass";
+  return guard.contains("undecided") ? "undecided" : "fail";  // undecided: neither a pass nor a rejection
 }
 
 std::optional<double> effective_speedup_vs_baseline(const TrialSummary& trial) {

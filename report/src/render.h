@@ -36,8 +36,11 @@ std::string format_ratio(std::optional<double> ratio);        // "1.23x"
 std::string format_percent(std::optional<double> fraction);   // "83%"
 std::string format_loss(const TrialSummary& trial);           // "6.9", "NaN/Inf" or "-"
 // The convergence guard's verdict on a compressed trial: "pass (cos 0.998, norm err 0.004; loss +0.0044, allowed 0.0704)",
-// "fail (...)", or "-" when it was not judged.
+// "fail (...)", "undecided (...)", or "-" when it was not judged.
 std::string format_guard(const TrialSummary& trial);
+// Its verdict in one word: "pass", "fail", "undecided" (a loss check failed within its noise,
+// awaiting longer trajectories: tuner/src/guard.h), or "-" when it was not judged.
+const char* guard_verdict(const nlohmann::json& guard);
 // The trial's speedup over the baseline divided by its step inflation (tuner/include/acspeed/tuner/inflation.h; 1 when it
 // changes no numerics); nullopt without a speedup or with an infinite or unmeasurable inflation.
 std::optional<double> effective_speedup_vs_baseline(const TrialSummary& trial);

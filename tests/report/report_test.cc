@@ -307,6 +307,16 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
     "guard": {"passed": false, "reason": "loss", "fidelity": {"cosine": 0.71, "norm_error": 0.12, "from_trial": 1},
               "loss": {"excess": 0.3494, "allowed": 0.0704}}})";
   temp.store().add_trial(reused);
+  TrialRecord undecided = reference;  // a loss check failed within its noise: not a rejection (tuner/src/guard.h)
+  undecided.ordinal = 3;
+  psgd.powersgd_rank = 4;
+  undecided.config_json = config_to_json(psgd);
+  undecided.step_times_s = {0.15, 0.15};
+  undecided.metrics_json = R"({"trajectory": [7.08, 1.0, 0.06], "loss": 0.06, "finite": true,
+    "guard": {"passed": false, "undecided": "its loss check failed within noise: ...",
+              "fidelity": {"cosine": 0.93, "norm_error": 0.05}, "loss": {"excess": 0.0194, "allowed": 0.0102}}})";
+  temp.store().add_trial(undecided);
+  psgd.powersgd_rank = 1;
   // The decision's step speedup, inflation and effective speedup (tuner/include/acspeed/tuner/effective_speedup.h).
   Decision d;
   d.key = {"cpu", "sig", "fp32", 2, 1};
@@ -330,6 +340,10 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
             std::string::npos)
       << md;
   EXPECT_NE(md.find("fail (cos 0.710, norm err 0.120 (window of trial 1); loss +0.3494"), std::string::npos) << md;
+  EXPECT_NE(md.find("| undecided (cos 0.930, norm err 0.050; loss +0.0194, allowed 0.0102; undecided: its loss check "
+                    "failed within noise: ...) |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("step 2.667x \\[2.500, 2.800\\], inflation 1.40x \\[1.20, 1.60\\], effective 1.905x (lower end "
                     "1.562)"),
             std::string::npos)
@@ -355,6 +369,7 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   EXPECT_NE(html.find("#1 allreduce, powersgd rank 1 (guard: fail, inflation 1.40x [1.20, 1.60])"), std::string::npos)
       << html;
   EXPECT_EQ(html.find("#2 allreduce"), std::string::npos);  // trial 2 reuses trial 1's trajectory: plotted once
+  EXPECT_NE(html.find("#3 allreduce, powersgd rank 4 (guard: undecided)"), std::string::npos) << html;
   EXPECT_NE(html.find("#0 DDP defaults (uncompressed)"), std::string::npos);
 }
 

@@ -2,6 +2,9 @@
 // trial the guard could not see.
 #include "acspeed/tuner/convergence_guard.h"
 
+#include <cmath>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace acspeed::tuner {
@@ -42,6 +45,46 @@ TEST(ConvergenceGuard, TheTailIsTheLastQuarterOfTheStepsBothRan) {
   EXPECT_TRUE(c.passed);  // 0.1 <= 0.25 x 1.0
   EXPECT_FALSE(check_loss_trajectory({5, 2, 2}, {5, 1, 1}, {}).passed);
   EXPECT_TRUE(check_loss_trajectory({5, 0.5, 0.5}, {5, 1, 1}, {}).passed);  // lower is fine
+}
+
+TEST(ConvergenceGuard, AFailureWithinTheNoiseOfTheTailsDifferenceIsMarkedSo) {
+  // 12 steps, a tail of 3: per-step differences 0.2, 0.5, 0.2 (excess 0.3, allowed 0.25 x 1.0); around
+  // their line (flat) the residuals -0.1, 0.2, -0.1 give a standard error sqrt(0.06 / 1 / 3) = 0.1414:
+  // 0.05 over the allowance is within 2x that.
+  const std::vector<double> start{5, 4, 3, 2, 1, 1, 1, 1, 1};
+  const auto with_tail = [&start](std::vector<double> tail) {
+    std::vector<double> losses = start;
+    losses.insert(losses.end(), tail.begin(), tail.end());
+    return losses;
+  };
+  const std::vector<double> reference = with_tail({1, 1, 1});
+  const LossCheck near = check_loss_trajectory(with_tail({1.2, 1.5, 1.2}), reference, {});
+  EXPECT_FALSE(near.passed);
+  EXPECT_NEAR(near.excess, 0.3, 1e-12);
+  EXPECT_NEAR(near.noise, std::sqrt(0.02), 1e-12);
+  EXPECT_TRUE(near.within_noise);
+  // 0.45 over it (differences 0.6, 0.9, 0.6: the same noise): a failure the T steps decide
+  const LossCheck far = check_loss_trajectory(with_tail({1.6, 1.9, 1.6}), reference, {});
+  EXPECT_NEAR(far.noise, std::sqrt(0.02), 1e-12);
+  EXPECT_FALSE(far.within_noise);
+  GuardThresholds wide;
+  wide.undecided_z = 5;
+  EXPECT_TRUE(check_loss_trajectory(with_tail({1.6, 1.9, 1.6}), reference, wide).within_noise);
+  // a difference on a straight line (0.1, 0.3, 0.5) has no noise: its trend decides
+  const LossCheck trend = check_loss_trajectory(with_tail({1.1, 1.3, 1.5}), reference, {});
+  EXPECT_NEAR(trend.noise, 0, 1e-12);
+  EXPECT_FALSE(trend.within_noise);
+  EXPECT_FALSE(check_loss_trajectory(with_tail({1.0, 1.2, 1.0}), reference, {}).within_noise);  // passed
+  EXPECT_FALSE(check_loss_trajectory({5, 2, 2}, {5, 1, 1}, {}).within_noise);  // a tail of one step: no noise
+
+  // The verdict: undecided on the loss alone, never when the gradient fidelity failed too.
+  const auto v = judge_convergence(trial(with_tail({1.2, 1.5, 1.2})), trial(reference));
+  EXPECT_FALSE(v.passed);
+  EXPECT_TRUE(v.loss_undecided);
+  EXPECT_EQ(v.evidence["loss"]["within_noise"], true);
+  EXPECT_NEAR(v.evidence["loss"]["noise"].get<double>(), std::sqrt(0.02), 1e-12);
+  EXPECT_FALSE(judge_convergence(trial(with_tail({1.2, 1.5, 1.2}), 0.3), trial(reference)).loss_undecided);
+  EXPECT_FALSE(judge_convergence(trial(with_tail({1.6, 1.9, 1.6})), trial(reference)).loss_undecided);
 }
 
 TEST(ConvergenceGuard, LowFidelityFailsWithItsFigures) {

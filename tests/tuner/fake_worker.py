@@ -21,6 +21,10 @@ Trajectories (a request's trajectory_steps T > 0): the loss falls linearly from 
 first third of the T steps, then stays (a small deterministic ripple on top), every config alike;
 FAKE_WORKER_STRETCH=COMPRESSION:F stretches that compression's curve F times in steps (step
 inflation F, tuner/include/acspeed/tuner/inflation.h; its tail still reaches 0.3 for F < 3).
+FAKE_WORKER_LAG=COMPRESSION:GAP:TAU: noisy trajectories instead, as guard_test.cc's noisy(): the loss
+falls from 2.3 towards 0.3 (e-folding 20 steps) plus noise uniform in +-0.175 from splitmix64 (seed 1
+for the uncompressed runs, 2 for the others), and COMPRESSION's runs lag by GAP x exp(-t / TAU)
+(TAU inf: a lag that never closes).
 FAKE_WORKER_SPEED=COMPRESSION:S (mode compressors): that compression's steps are S times faster than
 the uncompressed ones (default fp16 2, powersgd 3). FAKE_WORKER_PSGD=faithful (mode compressors):
 powersgd is as faithful as fp16 (its window and trajectory pass).
@@ -38,6 +42,7 @@ writes NCCL's INFO line "Using network NAME" (src/init.cc; its prefix as src/deb
 NCCL_DEBUG_FILE, %h and %p expanded; nothing without NCCL_DEBUG=INFO."""
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import socket
@@ -129,12 +134,30 @@ def fidelity_window(request, faithful):
             "fidelity_step_cosine_min": 0.99 if faithful else 0.1, "fidelity_steps": steps}
 
 
+def noisy(steps, seed, gap=0.0, tau=math.inf):
+    """guard_test.cc's noisy(), the same numbers."""
+    mask, x, losses = (1 << 64) - 1, seed, []
+    for t in range(steps):
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        uniform = (z >> 11) * 2.0 ** -53
+        losses.append(0.3 + 2 * math.exp(-t / 20) + gap * math.exp(-t / tau) + (uniform - 0.5) * 0.35)
+    return losses
+
+
 def trajectory(request):
     """The trajectory the request asks for, as a real worker (compression from its first step)."""
     steps = request.get("trajectory_steps", 0)
     if steps <= 0:
         return {}
     compression = request["config"].get("compression", "none")
+    if os.environ.get("FAKE_WORKER_LAG"):
+        name, gap, tau = os.environ["FAKE_WORKER_LAG"].split(":")
+        if compression == "none":
+            return {"trajectory": noisy(steps, 1)}
+        return {"trajectory": noisy(steps, 2, float(gap), float(tau)) if compression == name else noisy(steps, 2)}
     name, _, factor = os.environ.get("FAKE_WORKER_STRETCH", ":1").partition(":")
     stretch = float(factor) if compression == name else 1.0
     return {"trajectory": [0.3 + 2 * max(0.0, 1 - t / (steps / 3) / stretch) + 0.002 * ((t * 7919) % 13 - 6) / 6

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "acspeed/comm_methods.h"
 #include "acspeed/error.h"
 #include "acspeed/tuner/convergence_guard.h"
 #include "acspeed/tuner/inflation.h"
@@ -23,6 +25,23 @@ std::vector<double> curve(double stretch, int steps = kSteps) {
   std::vector<double> losses;
   for (int t = 0; t < steps; ++t) {
     losses.push_back(0.3 + 2 * std::max(0.0, 1 - t / (steps / 3.0) / stretch) + 0.002 * ((t * 7919) % 13 - 6) / 6);
+  }
+  return losses;
+}
+
+// A noisy run for the loss check's noise: the loss falls from 2.3 towards 0.3 (e-folding 20 steps),
+// plus gap x exp(-t / tau) (a compressed run that lags, and catches up unless tau is infinite), plus
+// noise uniform in +-0.175 drawn from splitmix64(seed): the reference has seed 1, compressed runs 2.
+std::vector<double> noisy(int steps, uint64_t seed, double gap = 0, double tau = INFINITY) {
+  std::vector<double> losses;
+  uint64_t x = seed;
+  for (int t = 0; t < steps; ++t) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    const double uniform = static_cast<double>(z >> 11) * 0x1.0p-53;
+    losses.push_back(0.3 + 2 * std::exp(-t / 20.0) + gap * std::exp(-t / tau) + (uniform - 0.5) * 0.35);
   }
   return losses;
 }
@@ -65,6 +84,7 @@ class GuardTest : public ::testing::Test {
     GuardOptions o;
     o.active = true;
     o.trajectory_steps = kSteps;
+    o.trajectory_cap = kTrajectoryCapFactor * kSteps;
     o.seed = 11;
     o.data = "synthetic";
     return o;
@@ -80,6 +100,7 @@ class GuardTest : public ::testing::Test {
     EXPECT_EQ(plan.trajectory_steps, kSteps);
     EXPECT_EQ(plan.fidelity_steps, 0);
     Measured m = ran(0, run->config, plan, 0.4);
+    if (curves_) m.metrics.trajectory = curves_(run->config, plan.trajectory_steps);
     guard_.after(plan, true, m);
     guard_.reference_measured(m);
   }
@@ -92,11 +113,34 @@ class GuardTest : public ::testing::Test {
       m.config = config;
     } else {
       m = ran(ordinal, config, plan, p50, stretch, faithful);
+      if (curves_ && plan.trajectory_steps > 0) m.metrics.trajectory = curves_(config, plan.trajectory_steps);
     }
     guard_.after(plan, !plan.skip, m);
     return m;
   }
+  // The runs the guard asks for to extend trajectories, as Session::extend_guard makes them (no
+  // budget here): each one's label; `results` are judged again as the session's are.
+  std::vector<std::string> extend(std::vector<Measured>& results, int64_t ordinal) {
+    std::vector<std::string> labels;
+    while (const auto run = guard_.extension(results)) {
+      const GuardPlan plan = guard_.before(run->config, TrialMode::kDdp, run->search);
+      EXPECT_TRUE(plan.extension);
+      EXPECT_EQ(plan.fidelity_steps, 0);
+      Measured m = ran(ordinal++, run->config, plan, changes_numerics(run->config) ? 0.1 : 0.4);
+      if (curves_) m.metrics.trajectory = curves_(run->config, plan.trajectory_steps);
+      guard_.after(plan, true, m);
+      labels.push_back(run->label);
+    }
+    return labels;
+  }
+  // The reference (seed 1) and PowerSGD runs (seed 2) with the lag gap x exp(-t / tau).
+  void lagging_powersgd(double gap, double tau) {
+    curves_ = [gap, tau](const CommConfig& config, int steps) {
+      return changes_numerics(config) ? noisy(steps, 2, gap, tau) : noisy(steps, 1);
+    };
+  }
 
+  std::function<std::vector<double>(const CommConfig&, int)> curves_;  // trajectories other than curve()'s
   std::vector<std::string> notes_;
   SearchSpace space_;
   ConvergenceGuard guard_;
@@ -216,6 +260,85 @@ TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflati
   EXPECT_EQ(slow.status, TrialStatus::kFailed);
   EXPECT_EQ(slow.ranking_cost, kFailedCost);
   EXPECT_NE(slow.error.find("trajectory loss over the last steps"), std::string::npos) << slow.error;
+}
+
+TEST_F(GuardTest, ALossCheckFailedWithinItsNoiseIsExtendedAndJudgedAgainOnTheLongerTrajectories) {
+  // 60 steps: the lag leaves the tail 0.133 above the reference's, allowed 0.115, with a noise of 0.043
+  // (within 2x); by 120 steps it has closed (0.033 above, allowed 0.080).
+  lagging_powersgd(0.8, 30);
+  give_reference();
+  const CommConfig psgd = compressed(Compression::kPowerSgd);
+  std::vector<Measured> results{search(1, psgd, 0.1)};
+  const Measured& first = results[0];
+  EXPECT_EQ(first.status, TrialStatus::kOk) << first.error;  // neither passed nor rejected
+  EXPECT_EQ(first.ranking_cost, kFailedCost);                // never ranked while undecided
+  EXPECT_EQ(first.metrics.guard["passed"], false);
+  EXPECT_EQ(first.metrics.guard["loss"]["within_noise"], true);
+  EXPECT_NEAR(first.metrics.guard["loss"]["excess"].get<double>(), 0.133, 0.001);
+  EXPECT_NEAR(first.metrics.guard["loss"]["noise"].get<double>(), 0.0426, 0.001);
+  EXPECT_NE(first.metrics.guard.value("undecided", "").find("its loss check failed within noise: trajectory loss"),
+            std::string::npos)
+      << first.metrics.guard.dump();
+  ASSERT_FALSE(notes_.empty());
+  EXPECT_NE(notes_.back().find("cannot decide on 60 steps (its loss check failed within noise"), std::string::npos)
+      << notes_.back();
+  EXPECT_NE(notes_.back().find("its trajectories are extended to 120 steps"), std::string::npos) << notes_.back();
+  EXPECT_FALSE(guard_.before(compressed(Compression::kPowerSgd, 5), TrialMode::kDdp, true).skip);  // not a rejection
+
+  const auto labels = extend(results, 2);
+  ASSERT_EQ(labels.size(), 2u);
+  EXPECT_EQ(labels[0], "DDP defaults (the convergence guard's reference, trajectory extended to 120 steps)");
+  EXPECT_EQ(labels[1], psgd.describe() + " (the convergence guard: trajectory extended to 120 steps)");
+  // Judged again on 120 steps by the same rules: passed, ranked, and the evidence says why it was extended.
+  const Measured& again = results[0];
+  EXPECT_EQ(again.metrics.trajectory.size(), 120u);
+  EXPECT_EQ(again.metrics.guard["passed"], true) << again.metrics.guard.dump();
+  EXPECT_EQ(again.metrics.guard["loss"]["steps_compared"], 120);
+  EXPECT_FALSE(again.metrics.guard.contains("undecided"));
+  EXPECT_EQ(again.metrics.guard["extended"]["from_steps"], 60);
+  EXPECT_EQ(again.metrics.guard["extended"]["to_steps"], 120);
+  EXPECT_NE(again.metrics.guard["extended"]["why"].get<std::string>().find("loss check failed within noise"),
+            std::string::npos);
+  ASSERT_TRUE(again.metrics.inflation && again.metrics.inflation->finite_upper());
+  EXPECT_DOUBLE_EQ(again.ranking_cost, 0.1 * again.metrics.inflation->high);
+  EXPECT_FALSE(guard_.extension(results));
+}
+
+TEST_F(GuardTest, ALossCheckThatStillFailsOnTheLongestTrajectoriesRejects) {
+  // A lag that does not close: 0.190 above at 60 steps (allowed 0.115, within 2 x 0.043 of it), 0.208
+  // above at 120 (allowed 0.080): the cap (2T) reached, the failure stands.
+  lagging_powersgd(0.2, INFINITY);
+  give_reference();
+  std::vector<Measured> results{search(1, compressed(Compression::kPowerSgd), 0.1)};
+  EXPECT_TRUE(results[0].metrics.guard.contains("undecided"));
+  EXPECT_EQ(extend(results, 2).size(), 2u);
+  const Measured& m = results[0];
+  EXPECT_EQ(m.status, TrialStatus::kFailed);
+  EXPECT_EQ(m.ranking_cost, kFailedCost);
+  EXPECT_EQ(m.error.rfind("convergence guard: trajectory loss over the last steps", 0), 0u) << m.error;
+  EXPECT_FALSE(m.metrics.guard.contains("undecided"));
+  EXPECT_EQ(m.metrics.guard["extended"]["to_steps"], 120);
+  EXPECT_TRUE(guard_.before(compressed(Compression::kPowerSgd, 5), TrialMode::kDdp, true).skip);
+}
+
+TEST_F(GuardTest, AClearLossFailureIsNotExtendedNorIsOneWhoseExtensionTheBudgetDeclined) {
+  lagging_powersgd(0.5, INFINITY);  // 0.49 above, allowed 0.115, noise 0.043: decided on 60 steps
+  give_reference();
+  std::vector<Measured> results{search(1, compressed(Compression::kPowerSgd, 25, 4), 0.1)};
+  EXPECT_EQ(results[0].status, TrialStatus::kFailed);
+  EXPECT_FALSE(results[0].metrics.guard.contains("undecided"));
+  EXPECT_FALSE(guard_.extension(results));
+
+  lagging_powersgd(0.2, INFINITY);  // within noise on 60 steps, but the budget declines the extension
+  results.push_back(search(2, compressed(Compression::kPowerSgd, 25, 16), 0.1));
+  ASSERT_TRUE(results[1].metrics.guard.contains("undecided"));
+  ASSERT_TRUE(guard_.extension(results));
+  guard_.decline("the time budget of 1 min");
+  EXPECT_NE(notes_.back().find("are not extended: the time budget of 1 min"), std::string::npos) << notes_.back();
+  EXPECT_FALSE(guard_.extension(results));  // judges it again: without more evidence the failure stands
+  EXPECT_EQ(results[1].status, TrialStatus::kFailed);
+  EXPECT_EQ(results[1].metrics.guard["extended"]["declined"], "the time budget of 1 min");
+  EXPECT_FALSE(results[1].metrics.guard.contains("undecided"));
 }
 
 TEST_F(GuardTest, ANearExactNumericsIsBoundByItsFidelityWindowWhereItsTrajectoriesAgree) {

@@ -248,6 +248,53 @@ TEST_F(SessionTest, ACompressedConfigThatNeedsMoreStepsIsRankedOnItsEffectiveSpe
   EXPECT_NE(decisions.front().note.find("its step inflation is 2."), std::string::npos) << decisions.front().note;
 }
 
+TEST_F(SessionTest, ALossCheckFailedWithinItsNoiseGetsLongerTrajectoriesAndIsChosenWhenTheyPassIt) {
+  // PowerSGD (3x, faithful) lags the uncompressed loss by a gap that closes (fake_worker.py's
+  // FAKE_WORKER_LAG; guard_test.cc has the figures): its loss check fails on 60 steps within noise,
+  // the guard runs both trajectories to 120 steps, passes it on them, and the session chooses it.
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  setenv("FAKE_WORKER_PSGD", "faithful", 1);
+  setenv("FAKE_WORKER_LAG", "powersgd:0.8:30", 1);
+  options_.space.bucket_mb = {25};
+  options_.space.streams = {1};
+  options_.space.compression = {Compression::kNone, Compression::kPowerSgd};
+  options_.space.powersgd_ranks = {4};
+  options_.compression_searched = true;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  unsetenv("FAKE_WORKER_PSGD");
+  unsetenv("FAKE_WORKER_LAG");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  const auto stored = store_->trials(result.session_id);
+  ASSERT_GE(stored.size(), 4u);
+  // the reference; PowerSGD, undecided on 60 steps; the reference again on 120; PowerSGD on 120
+  const auto metrics = [&stored](size_t i) { return metrics_from_json(stored[i].metrics_json); };
+  EXPECT_EQ(metrics(0).trajectory.size(), 60u);
+  EXPECT_EQ(stored[1].status, TrialStatus::kOk) << stored[1].error;
+  EXPECT_EQ(metrics(1).guard["passed"], false);
+  EXPECT_NE(metrics(1).guard.value("undecided", "").find("its loss check failed within noise"), std::string::npos)
+      << stored[1].metrics_json;
+  EXPECT_EQ(stored[2].role, TrialRole::kBaseline);
+  EXPECT_EQ(config_from_json(stored[2].config_json).compression, Compression::kNone);
+  EXPECT_EQ(metrics(2).trajectory.size(), 120u);
+  EXPECT_EQ(stored[3].role, TrialRole::kSearch);
+  EXPECT_EQ(config_from_json(stored[3].config_json).compression, Compression::kPowerSgd);
+  EXPECT_EQ(stored[3].status, TrialStatus::kOk) << stored[3].error;
+  EXPECT_EQ(metrics(3).trajectory.size(), 120u);
+  EXPECT_EQ(metrics(3).guard["passed"], true) << stored[3].metrics_json;
+  EXPECT_EQ(metrics(3).guard["extended"]["from_steps"], 60);
+  EXPECT_EQ(metrics(3).guard["extended"]["to_steps"], 120);
+  bool said = false;
+  for (const auto& n : recorder.notes) {
+    said |= n.find("cannot decide on 60 steps (its loss check failed within noise") != std::string::npos &&
+            n.find("its trajectories are extended to 120 steps") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions.front().config.compression, Compression::kPowerSgd) << decisions.front().note;
+}
+
 TEST_F(SessionTest, NoFasterConfigKeepsDdpDefaultsWithoutPairs) {
   Recorder recorder;
   const SessionResult result = run_session(options_, *store_, recorder);

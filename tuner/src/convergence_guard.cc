@@ -35,6 +35,25 @@ LossCheck check_loss_trajectory(const std::vector<double>& candidate, const std:
   c.allowed = std::max(t.loss_relative * std::abs(c.reference_tail),
                        t.loss_progress * std::max(0.0, c.reference_first - c.reference_tail));
   c.passed = c.excess <= c.allowed;
+  if (tail > 2) {
+    // The per-step differences over the tail (their mean is the excess) around their least-squares
+    // line: a difference still shrinking or growing through the tail is a trend, not noise.
+    const double middle = static_cast<double>(tail - 1) / 2;
+    double slope_num = 0, slope_den = 0;
+    for (size_t k = 0; k < tail; ++k) {
+      const double x = static_cast<double>(k) - middle;
+      slope_num += x * (candidate[n - tail + k] - reference[n - tail + k] - c.excess);
+      slope_den += x * x;
+    }
+    const double slope = slope_num / slope_den;
+    double squares = 0;
+    for (size_t k = 0; k < tail; ++k) {
+      const double x = static_cast<double>(k) - middle;
+      squares += std::pow(candidate[n - tail + k] - reference[n - tail + k] - c.excess - slope * x, 2);
+    }
+    c.noise = std::sqrt(squares / static_cast<double>(tail - 2) / static_cast<double>(tail));
+  }
+  c.within_noise = !c.passed && c.excess - c.allowed <= t.undecided_z * c.noise;
   return c;
 }
 
@@ -52,6 +71,9 @@ nlohmann::json loss_evidence(const LossCheck& c, const GuardThresholds& t) {
           {"reference_first", c.reference_first},
           {"excess", c.excess},
           {"allowed", c.allowed},
+          {"noise", c.noise},
+          {"within_noise", c.within_noise},
+          {"undecided_z", t.undecided_z},
           {"loss_relative", t.loss_relative},
           {"loss_progress", t.loss_progress},
           {"tail_fraction", t.tail_fraction}};
@@ -96,6 +118,7 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
                            : describe(loss));
   }
   v.passed = failures.empty();
+  v.loss_undecided = failures.size() == 1 && !loss.passed && loss.within_noise;
   for (const auto& f : failures) v.reason += (v.reason.empty() ? "" : "; ") + f;
   v.evidence["passed"] = v.passed;
   if (!v.passed) v.evidence["reason"] = v.reason;

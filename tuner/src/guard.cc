@@ -32,7 +32,20 @@ void carry(TrialMetrics& metrics, int64_t ordinal, const TrialMetrics& w) {
   metrics.trajectory_trial = w.trajectory_trial.value_or(ordinal);
 }
 
-bool rejected(const TrialMetrics& m) { return m.guard.is_object() && m.guard.value("passed", true) == false; }
+// Rejected on its evidence: failed, and not undecided (more steps would not change it).
+bool rejected(const TrialMetrics& m) {
+  return m.guard.is_object() && m.guard.value("passed", true) == false && !m.guard.contains("undecided");
+}
+
+// Why a verdict that failed on its loss check alone, within that check's noise, is undecided; ""
+// when it is not such a verdict.
+std::string loss_undecided_why(const GuardVerdict& v) {
+  if (!v.loss_undecided) return "";
+  const auto& loss = v.evidence.at("loss");
+  return fmt::format("its loss check failed within noise: {} (the tails' difference has a noise of {:.3g}, the "
+                     "excess over the allowance is within {:g}x that)",
+                     v.reason, loss.value("noise", 0.0), loss.value("undecided_z", 0.0));
+}
 
 }  // namespace
 
@@ -330,14 +343,21 @@ void ConvergenceGuard::judge(Measured& m) {
   verdict.evidence["data"] = o_.data;
   verdict.evidence["trajectory_steps"] = static_cast<int>(m.metrics.trajectory.size());
   const std::string key = numerics_key(m.config);
-  if (const auto e = extended_.find(key); e != extended_.end()) {
+  const auto e = extended_.find(key);
+  const bool declined = e != extended_.end() && !e->second.declined.empty();
+  if (e != extended_.end()) {
     verdict.evidence["extended"] = {{"from_steps", e->second.from}, {"to_steps", e->second.steps}, {"why", e->second.why}};
-    if (!e->second.declined.empty()) verdict.evidence["extended"]["declined"] = e->second.declined;
+    if (declined) verdict.evidence["extended"]["declined"] = e->second.declined;
   }
   m.metrics.guard = verdict.evidence;
-  const std::string undecided = verdict.passed ? undecided_why(m.metrics) : "";
+  const int steps = static_cast<int>(m.metrics.trajectory.size());
+  // A loss check failed within its noise is undecided while longer trajectories can be had; at the
+  // cap, or when the budget declined them, the failure stands.
+  const std::string undecided = verdict.passed ? undecided_why(m.metrics)
+                                : !declined && steps < o_.trajectory_cap ? loss_undecided_why(verdict)
+                                                                         : "";
   if (!undecided.empty()) m.metrics.guard["undecided"] = undecided;
-  if (!verdict.passed) {
+  if (!verdict.passed && undecided.empty()) {
     m.ranking_cost = kFailedCost;
     m.status = TrialStatus::kFailed;
     m.error = "convergence guard: " + verdict.reason;
@@ -345,9 +365,6 @@ void ConvergenceGuard::judge(Measured& m) {
   } else if (!undecided.empty()) {
     // Not ranked until more evidence decides it; never chosen while undecided.
     m.ranking_cost = kFailedCost;
-    const int steps = static_cast<int>(m.metrics.trajectory.size());
-    const auto e = extended_.find(key);
-    const bool declined = e != extended_.end() && !e->second.declined.empty();
     if (!pending_ && !declined && steps < o_.trajectory_cap) {
       pending_ = Extension{key, steps, std::min(o_.trajectory_cap, 2 * steps), undecided, ""};
       note_(fmt::format("  {}: the convergence guard cannot decide on {} steps ({}): its trajectories are extended "

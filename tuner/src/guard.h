@@ -19,10 +19,13 @@
 //     skip costs no time and never ends the search (session.cc checks the budget only before a run);
 //   - more evidence for an undecided verdict: when the inflation interval is too wide to decide (the
 //     step speedup over the reference divided by the point estimate clears the bar, divided by the
-//     upper end it does not), the reference's and that numerics' trajectories are run again, twice as
-//     long, up to kTrajectoryCapFactor x T (convergence_guard.h), within the budget, and every trial
-//     of that numerics is judged again on them; one still undecided is not ranked (never chosen),
-//     and its verdict says why ("undecided");
+//     upper end it does not), or the loss check failed within its noise (the numerics' only failure,
+//     by no more than 2x the standard error of the tails' difference: convergence_guard.h), the
+//     reference's and that numerics' trajectories are run again, twice as long, up to
+//     kTrajectoryCapFactor x T (convergence_guard.h), within the budget, and every trial of that
+//     numerics is judged again on them, by the same rules; one still undecided is not ranked (never
+//     chosen), and its verdict says why ("undecided"); a loss check that fails on the longest
+//     trajectories the guard may run, or when the budget declined them, is a rejection;
 //   - the ranking: a compressed config is ranked by its step x the upper end of its inflation, or not
 //     at all when that end is unbounded or its verdict is undecided (decision_rule.h); a certified
 //     verdict (passed and decided) makes a config a fallback when the decision rejects a candidate;
@@ -144,7 +147,7 @@ class ConvergenceGuard {
   void judge(Measured& m);
   void extended(const GuardPlan& plan, bool ran, Measured& m);
   void keep_window(const Measured& m);
-  std::string undecided_why(const TrialMetrics& m) const;  // "" when the verdict is decided
+  std::string undecided_why(const TrialMetrics& m) const;  // a passed verdict's: "" when it is decided
   GuardOptions o_;
   Note note_;
   std::optional<TrialMetrics> reference_;

@@ -26,7 +26,13 @@
 //      Over the T steps, the mean loss of the last quarter (the tail) may exceed the uncompressed
 //      tail by at most
 //        max(loss_relative x uncompressed tail, loss_progress x (uncompressed first loss - its tail)).
-//      A compressed run may end lower. The verdict depends only on (a)'s window and (b)'s
+//      A compressed run may end lower. A failure of (b) alone by no more than undecided_z x the
+//      noise of the tails' difference is within what the T steps can tell apart: the session
+//      component extends both trajectories and judges again on the longer ones, by the same rule
+//      (tuner/src/guard.h); at the cap it stands. That noise is the standard error of the mean of
+//      the per-step differences over the tail (both runs see the same batches: the difference is
+//      paired), from their residuals around a least-squares line (a trend is not noise).
+//      The verdict depends only on (a)'s window and (b)'s
 //      trajectories, both measured once per numerics: a later search trial of a numerics the guard
 //      rejected is stored as failed with that verdict, without running (tuner/src/guard.h). The workers
 //      time both ("fidelity_s", "trajectory_s"), and the session says after its search what they
@@ -63,6 +69,7 @@ struct GuardThresholds {
   double loss_relative = 0.25;   // (b) tail excess allowed, relative to the uncompressed tail
   double loss_progress = 0.01;   // (b) ... or to the uncompressed run's progress (first loss - tail)
   double tail_fraction = 0.25;   // (b) the tail: this share of the compared steps, at least one
+  double undecided_z = 2.0;      // (b) a failure within this many times its noise is undecided (see above)
 };
 
 struct LossCheck {
@@ -70,6 +77,8 @@ struct LossCheck {
   int steps_compared = 0;
   double candidate_tail = 0, reference_tail = 0, reference_first = 0;
   double excess = 0, allowed = 0;
+  double noise = 0;           // standard error of the tail's mean difference (0 with a tail under 3 steps)
+  bool within_noise = false;  // failed, by no more than undecided_z x noise
 };
 
 // (b) on two loss trajectories (the mean loss over ranks of each step); an empty or non-finite
@@ -87,6 +96,7 @@ nlohmann::json loss_evidence(const LossCheck& check, const GuardThresholds& thre
 
 struct GuardVerdict {
   bool passed = false;
+  bool loss_undecided = false;  // failed on (b) alone, within its noise: longer trajectories may decide it
   std::string reason;       // why it failed, or "" when it passed
   nlohmann::json evidence;  // thresholds, the fidelity figures, the loss check: stored in the trial's metrics
 };
