@@ -287,6 +287,9 @@ TEST_F(GuardTest, ALossCheckFailedWithinItsNoiseIsExtendedAndJudgedAgainOnTheLon
 
   const auto labels = extend(results, 2);
   ASSERT_EQ(labels.size(), 2u);
+  EXPECT_EQ(*guard_.cost_note(100), "convergence guard: 1 gradient-fidelity window(s) of 32 steps (2 s) and 4 loss "
+                                    "trajectories of 60 steps, 2 of them extended to 120 (40 s): 42 s of the "
+                                    "session's 100 s so far");
   EXPECT_EQ(labels[0], "DDP defaults (the convergence guard's reference, trajectory extended to 120 steps)");
   EXPECT_EQ(labels[1], psgd.describe() + " (the convergence guard: trajectory extended to 120 steps)");
   // Judged again on 120 steps by the same rules: passed, ranked, and the evidence says why it was extended.

@@ -190,6 +190,7 @@ void ConvergenceGuard::after(const GuardPlan& plan, bool ran, Measured& m) {
     }
     if (m.metrics.trajectory_s) {
       ++cost_.trajectories;
+      if (plan.extension) ++cost_.extended;
       cost_.trajectory_s += *m.metrics.trajectory_s;
     }
   }
@@ -390,9 +391,10 @@ std::optional<std::string> ConvergenceGuard::cost_note(double session_s) const {
   const Cost& g = cost_;
   if (g.windows == 0 && g.trajectories == 0) return std::nullopt;
   return fmt::format("convergence guard: {} gradient-fidelity window(s) of {} steps ({:.0f} s) and {} loss "
-                     "trajectories of {} steps ({:.0f} s): {:.0f} s of the session's {:.0f} s so far",
-                     g.windows, kFidelitySteps, g.fidelity_s, g.trajectories, o_.trajectory_steps, g.trajectory_s,
-                     g.fidelity_s + g.trajectory_s, session_s);
+                     "trajectories of {} steps{} ({:.0f} s): {:.0f} s of the session's {:.0f} s so far",
+                     g.windows, kFidelitySteps, g.fidelity_s, g.trajectories, o_.trajectory_steps,
+                     g.extended > 0 ? fmt::format(", {} of them extended to {}", g.extended, o_.trajectory_cap) : "",
+                     g.trajectory_s, g.fidelity_s + g.trajectory_s, session_s);
 }
 
 CandidateEvidence ConvergenceGuard::evidence_for(const Measured& candidate, const std::vector<Measured>& search) const {

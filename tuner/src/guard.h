@@ -160,7 +160,7 @@ class ConvergenceGuard {
   std::optional<std::string> rejudge_;        // a numerics whose search trials extension() judges again
   std::map<std::string, Window> windows_;  // by numerics_key, the first measured
   struct Cost {
-    int windows = 0, trajectories = 0;
+    int windows = 0, trajectories = 0, extended = 0;  // extended: trajectories of the guard's extension runs
     double fidelity_s = 0, trajectory_s = 0;
   } cost_;  // this run's (trials resumed from the store not counted)
 };
