@@ -83,10 +83,13 @@ def decision(db: pathlib.Path) -> dict:
         config, note = conn.execute("SELECT config_json, note FROM decisions WHERE active = 1 "
                                     "ORDER BY id DESC LIMIT 1").fetchone()
     config = json.loads(config)
+    return {"config": config, "family": family_of(config), "note": note}
+
+
+def family_of(config: dict) -> str:
+    """A config's numerics family: its compression, with the rank for PowerSGD."""
     family = config.get("compression", "none")
-    if family == "powersgd":
-        family += f" rank {config.get('powersgd_rank')}"
-    return {"config": config, "family": family, "note": note}
+    return family + f" rank {config.get('powersgd_rank')}" if family == "powersgd" else family
 
 
 def guard_verdicts(db: pathlib.Path) -> dict:
@@ -100,11 +103,8 @@ def guard_verdicts(db: pathlib.Path) -> dict:
             guard = metrics.get("guard")
             if not isinstance(guard, dict) or "passed" not in guard:
                 continue
-            family = config.get("compression", "none")
-            if family == "powersgd":
-                family += f" rank {config.get('powersgd_rank')}"
             loss = guard.get("loss", {})
-            verdicts[family] = {"passed": guard["passed"], "undecided": guard.get("undecided"),
+            verdicts[family_of(config)] = {"passed": guard["passed"], "undecided": guard.get("undecided"),
                                 "reason": guard.get("reason"), "trajectory_steps": guard.get("trajectory_steps"),
                                 "loss": {k: loss.get(k) for k in ("excess", "allowed", "noise", "within_noise")},
                                 "inflation": metrics.get("inflation"), "extended": guard.get("extended")}

@@ -39,18 +39,17 @@ LossCheck check_loss_trajectory(const std::vector<double>& candidate, const std:
     // The per-step differences over the tail (their mean is the excess) around their least-squares
     // line: a difference still shrinking or growing through the tail is a trend, not noise.
     const double middle = static_cast<double>(tail - 1) / 2;
+    std::vector<double> centred(tail);  // each step's difference minus their mean
     double slope_num = 0, slope_den = 0;
     for (size_t k = 0; k < tail; ++k) {
       const double x = static_cast<double>(k) - middle;
-      slope_num += x * (candidate[n - tail + k] - reference[n - tail + k] - c.excess);
+      centred[k] = candidate[n - tail + k] - reference[n - tail + k] - c.excess;
+      slope_num += x * centred[k];
       slope_den += x * x;
     }
     const double slope = slope_num / slope_den;
     double squares = 0;
-    for (size_t k = 0; k < tail; ++k) {
-      const double x = static_cast<double>(k) - middle;
-      squares += std::pow(candidate[n - tail + k] - reference[n - tail + k] - c.excess - slope * x, 2);
-    }
+    for (size_t k = 0; k < tail; ++k) squares += std::pow(centred[k] - slope * (static_cast<double>(k) - middle), 2);
     c.noise = std::sqrt(squares / static_cast<double>(tail - 2) / static_cast<double>(tail));
   }
   c.within_noise = !c.passed && c.excess - c.allowed <= t.undecided_z * c.noise;
