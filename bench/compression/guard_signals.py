@@ -94,7 +94,8 @@ def _record(rank: int, world: int, args) -> dict:
     group = dist.new_group(backend="gloo")
     trainer = worker.Trainer(types.SimpleNamespace(model=args.model, batch_size=args.batch_size, image_size=32,
                                                    precision="fp32", data="digits:batches",
-                                                   trajectory_steps=args.long_steps), torch.device("cpu"))
+                                                   trajectory_steps=args.long_steps, start_dir=str(HERE)),
+                             torch.device("cpu"))
     _, (images, labels) = digits.split()
     size, count = args.batch_size, args.held_out_batches
     first = rank * size * count
