@@ -24,7 +24,7 @@ def distinct_model() -> torch.nn.Module:
                                torch.nn.Linear(33, 17), torch.nn.Tanh(), torch.nn.Linear(17, 5))
 
 
-def _gram_schmidt(p: np.ndarray) -> np.ndarray:
+def gram_schmidt(p: np.ndarray) -> np.ndarray:
     p = p.copy()
     for i in range(p.shape[1]):
         norm = np.linalg.norm(p[:, i])
@@ -51,7 +51,7 @@ def reference_step(shapes, grads, errors, q_flat, rank: int):
         q = np.asarray(q_flat[q_at:q_at + m * r], dtype=np.float64).reshape(m, r)
         mats = [g[w].reshape(n, m) + np.asarray(errors[w][m_at:m_at + n * m], dtype=np.float64).reshape(n, m)
                 for w in range(world)]
-        p = _gram_schmidt(sum(mat @ q for mat in mats))
+        p = gram_schmidt(sum(mat @ q for mat in mats))
         q = sum(mat.T @ p for mat in mats) / world
         approx = p @ q.T
         out.append(approx.reshape(shape))

@@ -7,10 +7,14 @@ non-finite gradient never reaches the factors and residuals (guard: re-sent unco
 it backs off)."""
 import itertools
 
+import numpy as np
 import pytest
+import torch
+
+from acspeed.engine.powersgd import orthonormalize
 
 from ddp_harness import run_ranks
-from powersgd_scenarios import all_one_dimensional, combos, non_finite, reference, resumption
+from powersgd_scenarios import all_one_dimensional, combos, gram_schmidt, non_finite, reference, resumption
 
 pytestmark = pytest.mark.slow
 
@@ -19,12 +23,13 @@ ALGORITHMS = ("allreduce", "reduce_scatter", "hierarchical")
 COMBOS = list(itertools.product(ALGORITHMS, (1, 2, 3), (0.001, 25.0)))
 
 
-@pytest.mark.parametrize("world_size, algorithm, bucket_mb", [(2, "allreduce", 25.0), (4, "allreduce", 0.001),
-                                                               (2, "reduce_scatter", 25.0), (4, "hierarchical", 25.0),
-                                                               (4, "hierarchical", 0.001)])
-def test_averaged_gradients_errors_and_factors_match_the_numpy_reference(world_size, algorithm, bucket_mb):
+@pytest.mark.parametrize("world_size, algorithm, bucket_mb, rank", [
+    (2, "allreduce", 25.0, 2), (4, "allreduce", 0.001, 2), (2, "reduce_scatter", 25.0, 2),
+    (4, "hierarchical", 25.0, 2), (4, "hierarchical", 0.001, 2),
+    (2, "allreduce", 25.0, 4)])  # rank 4: orthonormalised by the QR (up to rank 2 by the loop)
+def test_averaged_gradients_errors_and_factors_match_the_numpy_reference(world_size, algorithm, bucket_mb, rank):
     # hierarchical: two nodes of two ranks; ranks 0 and 2 (the leaders) factor their nodes' sums
-    results = run_ranks(reference, world_size, algorithm, 2, bucket_mb, env={"LOCAL_WORLD_SIZE": "2"})
+    results = run_ranks(reference, world_size, algorithm, rank, bucket_mb, env={"LOCAL_WORLD_SIZE": "2"})
     for rank, result in enumerate(results):
         assert result["worst"]["grad"] <= REFERENCE_TOLERANCE, result
         assert result["worst"]["error"] <= REFERENCE_TOLERANCE, result
@@ -35,6 +40,19 @@ def test_averaged_gradients_errors_and_factors_match_the_numpy_reference(world_s
             continue
         # the residual is carried from step to step (rank 2 of 40x24 and 33x40 matrices is lossy)
         assert len(result["errors"]) == 4 and min(result["errors"]) > 0, result
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 4, 16])
+def test_orthonormalize_gives_the_gram_schmidt_factors_a_zero_column_staying_zero(rank):
+    generator = torch.Generator().manual_seed(rank)
+    pt = torch.randn(rank, 300, generator=generator) * torch.logspace(0, -3, rank).unsqueeze(1)
+    pt[-1] = 0  # P's last column is zero
+    want = gram_schmidt(pt.t().double().numpy())
+    orthonormalize(pt)
+    assert np.abs(pt.t().double().numpy() - want).max() <= 1e-5
+    assert not pt[-1].any()
+    gram = pt[:-1] @ pt[:-1].t()
+    assert torch.allclose(gram, torch.eye(rank - 1), atol=1e-5), gram
 
 
 def _check_combos(results, hierarchical_compressed: bool, identical_within_bucket: bool):

@@ -150,9 +150,10 @@ def orthonormalize(pt: torch.Tensor) -> None:
     """The columns of P, which are the rows of pt (P^T), made orthonormal in place as Gram-Schmidt
     makes them: column i keeps its direction once the earlier ones are taken out, and a zero column
     stays zero. Above rank 2 through a Householder QR with R's diagonal made non-negative (the same
-    factors, rounded more stably), as torch's powerSGD_hook does in fp32: one LAPACK call where
-    Gram-Schmidt issues five small operations per column (resnet18's 21 matrices at rank 16 on one
-    core: 1.1 against 13.4 ms); up to rank 2 the loop is as short."""
+    factors, rounded more stably; only the columns after a zero one may differ, orthogonal to one more
+    direction), as torch's powerSGD_hook does in fp32: one LAPACK call where Gram-Schmidt issues five
+    small operations per column (resnet18's 21 matrices at rank 16 on one core: 1.1 against 13.4 ms);
+    up to rank 2 the loop is as short."""
     if pt.shape[0] > 2:
         q, r = torch.linalg.qr(pt.t())
         pt.copy_((q * torch.sign(torch.diagonal(r))).t())
