@@ -374,6 +374,55 @@ TEST_F(GuardTest, ANearExactNumericsIsBoundByItsFidelityWindowWhereItsTrajectori
   EXPECT_FALSE(bf16.metrics.guard.contains("trajectory_inflation"));
 }
 
+TEST_F(GuardTest, ANearExactNumericsLossCheckFailureIsOverruledOnlyWhereItsTrajectoriesAgree) {
+  // The compressed runs end 0.4 above the reference over the last quarter (the check allows 0.115):
+  // a clear failure, far outside the tails' noise. stretch: how many times the reference's steps the
+  // compressed run needs to reach the target, a third of the way.
+  double stretch = 1;
+  curves_ = [&stretch](const CommConfig& config, int steps) {
+    std::vector<double> losses = curve(changes_numerics(config) ? stretch : 1, steps);
+    if (changes_numerics(config)) {
+      for (int t = steps * 3 / 4; t < steps; ++t) losses[t] += 0.4;
+    }
+    return losses;
+  };
+  give_reference();
+  const auto measured = [this](int64_t ordinal, const CommConfig& config, bool near_exact) {
+    const GuardPlan plan = guard_.before(config, TrialMode::kDdp, true);
+    Measured m = ran(ordinal, config, plan, 0.2);
+    m.metrics.trajectory = curves_(config, plan.trajectory_steps);
+    m.metrics.fidelity_step_cosine_min = near_exact ? 0.999999 : 0.99;  // e = 0.0014, or 0.14
+    m.metrics.fidelity_norm_error = near_exact ? 3.5e-6 : 0.01;
+    guard_.after(plan, true, m);
+    return m;
+  };
+  // Near-exact, the trajectories reach the target together: overruled, ranked on its bound.
+  const Measured fp16 = measured(1, compressed(Compression::kFp16), true);
+  EXPECT_EQ(fp16.status, TrialStatus::kOk) << fp16.error;
+  ASSERT_TRUE(fp16.metrics.guard["passed"].get<bool>()) << fp16.metrics.guard.dump();
+  EXPECT_FALSE(fp16.metrics.guard["loss"]["passed"].get<bool>());
+  const std::string why = fp16.metrics.guard["loss"]["overruled"].get<std::string>();
+  EXPECT_NE(why.find("within 0.0014 of the exact one"), std::string::npos) << why;
+  EXPECT_NE(why.find("includes 1"), std::string::npos) << why;
+  EXPECT_FALSE(fp16.metrics.guard.contains("reason"));
+  ASSERT_TRUE(fp16.metrics.inflation);
+  EXPECT_DOUBLE_EQ(fp16.ranking_cost, 0.2 * fp16.metrics.inflation->high);
+  EXPECT_NE(notes_.back().find("its loss check failed (trajectory loss over the last steps"), std::string::npos)
+      << notes_.back();
+  EXPECT_NE(notes_.back().find("overruled: every step's gradient"), std::string::npos) << notes_.back();
+  // Not near-exact (PowerSGD's e = 0.14), the same curves: rejected.
+  const Measured powersgd = measured(2, compressed(Compression::kPowerSgd), false);
+  EXPECT_EQ(powersgd.status, TrialStatus::kFailed);
+  EXPECT_EQ(powersgd.ranking_cost, kFailedCost);
+  EXPECT_FALSE(powersgd.metrics.guard["loss"].contains("overruled"));
+  // Near-exact, but its trajectories need 1.5x the steps (an interval above 1): rejected.
+  stretch = 1.5;
+  const Measured bf16 = measured(3, compressed(Compression::kBf16), true);
+  EXPECT_EQ(bf16.status, TrialStatus::kFailed);
+  EXPECT_EQ(bf16.error.rfind("convergence guard: trajectory loss over the last steps", 0), 0u) << bf16.error;
+  EXPECT_FALSE(bf16.metrics.guard["loss"].contains("overruled"));
+}
+
 TEST_F(GuardTest, TheCandidatesBarAndTheNoteOnAFasterStepRankedLower) {
   give_reference();
   Measured defaults;

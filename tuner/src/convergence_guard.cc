@@ -117,7 +117,8 @@ GuardVerdict judge_convergence(const TrialMetrics& candidate, const TrialMetrics
                            : describe(loss));
   }
   v.passed = failures.empty();
-  v.loss_undecided = failures.size() == 1 && !loss.passed && loss.within_noise;
+  v.loss_only = failures.size() == 1 && !loss.passed && loss.steps_compared > 0;
+  v.loss_undecided = v.loss_only && loss.within_noise;
   for (const auto& f : failures) v.reason += (v.reason.empty() ? "" : "; ") + f;
   v.evidence["passed"] = v.passed;
   if (!v.passed) v.evidence["reason"] = v.reason;

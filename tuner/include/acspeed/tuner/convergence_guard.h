@@ -96,6 +96,7 @@ nlohmann::json loss_evidence(const LossCheck& check, const GuardThresholds& thre
 
 struct GuardVerdict {
   bool passed = false;
+  bool loss_only = false;       // failed on (b) alone, on two finite trajectories
   bool loss_undecided = false;  // failed on (b) alone, within its noise: longer trajectories may decide it
   std::string reason;       // why it failed, or "" when it passed
   nlohmann::json evidence;  // thresholds, the fidelity figures, the loss check: stored in the trial's metrics
