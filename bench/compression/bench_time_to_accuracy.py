@@ -75,7 +75,8 @@ def parse_args():
     parser.add_argument("--smooth-evals", type=int, default=5, help="accuracy = trailing mean of this many "
                         "evaluations (to reach the target, and the smoothed final)")
     parser.add_argument("--from", dest="from_json", help="re-analyse a result this script wrote (its raw curves)")
-    parser.add_argument("--out", default=str(HERE / "results" / "time_to_accuracy.json"))
+    parser.add_argument("--out", help="raw results (JSON; default: results/time_to_accuracy_<UTC time>.json, "
+                                      "an existing file is never overwritten)")
     parser.add_argument("--train", action="store_true", help="one training run on this node (under torchrun)")
     parser.add_argument("--seed", type=int, default=0, help="--train: the run's seed")
     parser.add_argument("--stock-hook", help="--train: torch's own hook instead of acspeed: fp16, bf16 or "
@@ -363,7 +364,10 @@ def points(row: dict, field: str) -> str:
 def report(raw: dict, args) -> None:
     """Analyses `raw`, writes raw + analysis to --out and prints the table."""
     analysis = analyse(raw, args.smooth_evals, args.target)
-    pathlib.Path(args.out).write_text(json.dumps({**raw, "analysis": analysis}, indent=2) + "\n")
+    out = pathlib.Path(args.out or HERE / "results" / f"time_to_accuracy_{time.strftime('%Y-%m-%dT%H%M', time.gmtime())}.json")
+    if out.exists():
+        out = out.with_name(f"{out.stem}_{os.getpid()}{out.suffix}")
+    out.write_text(json.dumps({**raw, "analysis": analysis}, indent=2) + "\n")
     arms, seeds = analysis["arms"], raw["seeds"]
     print(f"target test accuracy {analysis['target_accuracy']:.4f} (trailing mean of {args.smooth_evals} "
           f"evaluations); decision: {raw['decision_note']}")
@@ -383,7 +387,7 @@ def report(raw: dict, args) -> None:
               f"{1000 * row['mean_step_s']:.0f} ms |")
     if "torch" in arms:
         print("tuned vs torch's stock hook, time to target:", arms["tuned"]["time_to_target_vs_torch"])
-    print(f"raw and analysis: {args.out}")
+    print(f"raw and analysis: {out}")
 
 
 if __name__ == "__main__":
