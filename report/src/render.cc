@@ -81,7 +81,10 @@ std::string format_guard(const TrialSummary& trial) {
   }
   if (g.contains("loss")) {
     if (auto excess = number(g["loss"], "excess")) {
-      parts.push_back(fmt::format("loss {:+.4g}, allowed {:.4g}", *excess, number(g["loss"], "allowed").value_or(0)));
+      parts.push_back(fmt::format("loss {:+.4g}, allowed {:.4g}{}", *excess, number(g["loss"], "allowed").value_or(0),
+                                  g["loss"].contains("overruled")
+                                      ? " (overruled: " + g["loss"].value("overruled", std::string()) + ")"
+                                      : std::string()));
     }
   }
   if (trial.metrics.inflation) parts.push_back(fmt::format("inflation {}", trial.metrics.inflation->describe()));

@@ -316,6 +316,15 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
     "guard": {"passed": false, "undecided": "its loss check failed within noise: ...",
               "fidelity": {"cosine": 0.93, "norm_error": 0.05}, "loss": {"excess": 0.0194, "allowed": 0.0102}}})";
   temp.store().add_trial(undecided);
+  TrialRecord overruled = reference;  // a near-exact numerics' loss check overruled (tuner/src/guard.h)
+  overruled.ordinal = 4;
+  CommConfig fp16;
+  fp16.compression = Compression::kFp16;
+  overruled.config_json = config_to_json(fp16);
+  overruled.metrics_json = R"({"trajectory": [7.08, 1.0, 0.33], "loss": 0.33, "finite": true,
+    "guard": {"passed": true, "fidelity": {"cosine": 0.99999, "norm_error": 0.00001},
+              "loss": {"excess": 0.126, "allowed": 0.05135, "passed": false, "overruled": "near-exact"}}})";
+  temp.store().add_trial(overruled);
   psgd.powersgd_rank = 1;
   // The decision's step speedup, inflation and effective speedup (tuner/include/acspeed/tuner/effective_speedup.h).
   Decision d;
@@ -342,6 +351,9 @@ TEST(Report, CompressedTrialsShowTheGuardsVerdictPowerSgdComputeAndTheirLossCurv
   EXPECT_NE(md.find("fail (cos 0.710, norm err 0.120 (window of trial 1); loss +0.3494"), std::string::npos) << md;
   EXPECT_NE(md.find("| undecided (cos 0.930, norm err 0.050; loss +0.0194, allowed 0.0102; undecided: its loss check "
                     "failed within noise: ...) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| pass (cos 1.000, norm err 0.000; loss +0.126, allowed 0.05135 (overruled: near-exact)) |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("step 2.667x \\[2.500, 2.800\\], inflation 1.40x \\[1.20, 1.60\\], effective 1.905x (lower end "
