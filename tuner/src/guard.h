@@ -26,6 +26,9 @@
 //     numerics is judged again on them, by the same rules; one still undecided is not ranked (never
 //     chosen), and its verdict says why ("undecided"); a loss check that fails on the longest
 //     trajectories the guard may run, or when the budget declined them, is a rejection;
+//   - a near-exact numerics whose trajectories agree with its fidelity bound (inflation.h) has a
+//     failure of its loss check alone overruled (convergence_guard.h: the tails' gap is the runs'
+//     divergence); the loss check's evidence says so ("overruled");
 //   - the ranking: a compressed config is ranked by its step x the upper end of its inflation, or not
 //     at all when that end is unbounded or its verdict is undecided (decision_rule.h); a certified
 //     verdict (passed and decided) makes a config a fallback when the decision rejects a candidate;
