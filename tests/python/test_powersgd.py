@@ -23,13 +23,13 @@ ALGORITHMS = ("allreduce", "reduce_scatter", "hierarchical")
 COMBOS = list(itertools.product(ALGORITHMS, (1, 2, 3), (0.001, 25.0)))
 
 
-@pytest.mark.parametrize("world_size, algorithm, bucket_mb, rank", [
+@pytest.mark.parametrize("world_size, algorithm, bucket_mb, psgd_rank", [
     (2, "allreduce", 25.0, 2), (4, "allreduce", 0.001, 2), (2, "reduce_scatter", 25.0, 2),
     (4, "hierarchical", 25.0, 2), (4, "hierarchical", 0.001, 2),
     (2, "allreduce", 25.0, 4)])  # rank 4: orthonormalised by the QR (up to rank 2 by the loop)
-def test_averaged_gradients_errors_and_factors_match_the_numpy_reference(world_size, algorithm, bucket_mb, rank):
+def test_averaged_gradients_errors_and_factors_match_the_numpy_reference(world_size, algorithm, bucket_mb, psgd_rank):
     # hierarchical: two nodes of two ranks; ranks 0 and 2 (the leaders) factor their nodes' sums
-    results = run_ranks(reference, world_size, algorithm, rank, bucket_mb, env={"LOCAL_WORLD_SIZE": "2"})
+    results = run_ranks(reference, world_size, algorithm, psgd_rank, bucket_mb, env={"LOCAL_WORLD_SIZE": "2"})
     for rank, result in enumerate(results):
         assert result["worst"]["grad"] <= REFERENCE_TOLERANCE, result
         assert result["worst"]["error"] <= REFERENCE_TOLERANCE, result
