@@ -4,6 +4,8 @@
   acspeed fp16                                      vs  torch's fp16_compress_hook      (5 and 25 MiB)
   acspeed bf16                                      vs  torch's bf16_compress_hook      (5 and 25 MiB)
   acspeed allreduce, 2 lanes (streams)              vs  the same with 1 lane            (5 MiB)
+  acspeed fp16 / bf16, reduce_scatter               vs  torch's compress hook           (5 MiB)
+  acspeed reduce_scatter (fp16, uncompressed)       vs  acspeed allreduce, the same     (5 MiB)
   acspeed powersgd (ranks 1 and 4)                  vs  torch's powerSGD_hook, same rank (one 64 MiB bucket)
   acspeed powersgd rank 4 at 5 MiB                  vs  powerSGD_hook rank 4 in one 64 MiB bucket
 
@@ -59,8 +61,10 @@ POWERSGD_START = 2  # torch's smallest start_powerSGD_iter with error feedback a
 ONE_BUCKET_MB = 64  # > resnet18's 44.7 MB of fp32 gradients (100 classes)
 
 
-def acspeed_side(bucket_mb: float, compression: str = "none", streams: int = 1, rank: int = 0) -> dict:
-    side = {"kind": "acspeed", "bucket_mb": bucket_mb, "compression": compression, "streams": streams}
+def acspeed_side(bucket_mb: float, compression: str = "none", streams: int = 1, rank: int = 0,
+                 algorithm: str = "allreduce") -> dict:
+    side = {"kind": "acspeed", "bucket_mb": bucket_mb, "compression": compression, "streams": streams,
+            "algorithm": algorithm}
     if rank:
         side["powersgd_rank"] = rank
     return side
@@ -86,6 +90,15 @@ COMPARISONS = {
     "bf16 vs bf16_compress_hook @5MiB": (acspeed_side(5, "bf16"), stock_side(5, "bf16"), True),
     "bf16 vs bf16_compress_hook @25MiB": (acspeed_side(25, "bf16"), stock_side(25, "bf16"), True),
     "streams 2 vs 1 @5MiB (allreduce, uncompressed)": (acspeed_side(5, streams=2), acspeed_side(5), False),
+    # gloo: acspeed's reduce-scatter is an all_to_all and a local sum (python/acspeed/engine/collectives.py)
+    "fp16 reduce_scatter vs fp16_compress_hook @5MiB":
+        (acspeed_side(5, "fp16", algorithm="reduce_scatter"), stock_side(5, "fp16"), True),
+    "bf16 reduce_scatter vs bf16_compress_hook @5MiB":
+        (acspeed_side(5, "bf16", algorithm="reduce_scatter"), stock_side(5, "bf16"), True),
+    "fp16 reduce_scatter vs fp16 allreduce @5MiB":
+        (acspeed_side(5, "fp16", algorithm="reduce_scatter"), acspeed_side(5, "fp16"), False),
+    "reduce_scatter vs allreduce @5MiB (uncompressed)":
+        (acspeed_side(5, algorithm="reduce_scatter"), acspeed_side(5), False),
     "powersgd r1 vs powerSGD_hook r1 @64MiB (one bucket)":
         (acspeed_side(ONE_BUCKET_MB, "powersgd", rank=1), stock_side(ONE_BUCKET_MB, "powersgd", 1), True),
     "powersgd r4 vs powerSGD_hook r4 @64MiB (one bucket)":
@@ -124,7 +137,7 @@ def _wrap(side: dict, make_model):
         return ddp, None
     if side["kind"] == "ddp":
         return ddp, None
-    fields = {"version": 2, "bucket_cap_mb": side["bucket_mb"], "algorithm": "allreduce",
+    fields = {"version": 2, "bucket_cap_mb": side["bucket_mb"], "algorithm": side["algorithm"],
               "streams": side["streams"], "compression": side["compression"]}
     if side["compression"] == "powersgd":
         fields.update(powersgd_rank=side["powersgd_rank"], powersgd_start_step=POWERSGD_START)

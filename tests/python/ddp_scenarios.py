@@ -127,18 +127,23 @@ def compare(result: torch.Tensor, base: torch.Tensor, start: torch.Tensor) -> di
 
 
 class _NoNative:
-    """Makes the native reduce_scatter_tensor / all_gather_into_tensor unavailable, as in a gloo
-    build without them."""
+    """Makes torch.distributed's `ops` (names of its functions) unavailable, as in a backend
+    without them."""
+
+    def __init__(self, ops):
+        self.ops = tuple(ops)
 
     def __enter__(self):
-        self.saved = dist.reduce_scatter_tensor, dist.all_gather_into_tensor
+        self.saved = {op: getattr(dist, op) for op in self.ops}
 
         def missing(*args, **kwargs):
             raise NotImplementedError("not in this backend (test)")
-        dist.reduce_scatter_tensor = dist.all_gather_into_tensor = missing
+        for op in self.ops:
+            setattr(dist, op, missing)
 
     def __exit__(self, *exc):
-        dist.reduce_scatter_tensor, dist.all_gather_into_tensor = self.saved
+        for op, function in self.saved.items():
+            setattr(dist, op, function)
 
 
 def stock_hook_ddp(module, hook, **kwargs):
@@ -172,7 +177,8 @@ class _CountedSleeps:
 
 
 def equivalence(rank: int, world_size: int, combos: list) -> dict:
-    """combos: [{name, config, env?, emulate?, delays?}]; an env value may be {rank: value};
+    """combos: [{name, config, env?, missing?, delays?}]; an env value may be {rank: value};
+    missing: torch.distributed collectives made unavailable (_NoNative);
     delays: {rank: {lane: seconds}} slept before each collective of that lane on that rank (the
     test-only seam). Each combo trains STEPS steps from the same start as plain DDP and reports how
     far its parameters end up from plain DDP's and, when it compresses, from torch's compress hook's.
@@ -185,7 +191,7 @@ def equivalence(rank: int, world_size: int, combos: list) -> dict:
     for combo in combos:
         name, text = combo["name"], combo["config"]
         env = {key: (value[rank] if isinstance(value, dict) else value) for key, value in combo.get("env", {}).items()}
-        with environment(ACSPEED_STRICT="1", **env), (_NoNative() if combo.get("emulate") else contextlib.nullcontext()), \
+        with environment(ACSPEED_STRICT="1", **env), _NoNative(combo.get("missing", ())), \
                 _CountedSleeps() as sleeps:
             ddp = acspeed.apply.wrap(make_model(), text)
             state = acspeed._patch.state_of(ddp)
@@ -203,6 +209,7 @@ def equivalence(rank: int, world_size: int, combos: list) -> dict:
         out[name]["nonfinite_fallbacks"] = state.nonfinite_fallbacks if state else 0
         out[name]["left_to_finish"] = state.left_to_finish if state else 0
         out[name]["emulated"] = state.collectives.emulated() if state else []
+        out[name]["by_all_to_all"] = state.collectives.scatters_by_all_to_all(torch.float32) if state else False
         del ddp
     out["_log"] = captured.take()
     return out

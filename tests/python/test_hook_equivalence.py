@@ -23,6 +23,8 @@ TOLERANCE_4_RANKS = 1e-6     # max |acspeed - DDP| / max |DDP param|
 # against plain DDP, and at 4 ranks against torch's compress hook (sums in another order).
 COMPRESSED_TOLERANCE = {"fp16": 2e-3, "bf16": 2e-2}
 STOCK_TOLERANCE_4_RANKS = {"fp16": 1e-3, "bf16": 1e-2}
+NO_NATIVE = ("reduce_scatter_tensor", "all_gather_into_tensor")
+NO_SCATTER = NO_NATIVE + ("all_to_all_single",)
 
 
 def _combos(extra=()):
@@ -61,6 +63,16 @@ def _check_compressed(results, stock_identical: bool):
                 assert value["stock_rel_to_update"] <= STOCK_TOLERANCE_4_RANKS[compression], (name, value)
 
 
+def _check_scatter_path(results):
+    """On the CPU every reduce-scatter goes through all_to_all (collectives.py), but where the
+    backend lacks it; allreduce never checks for it."""
+    for name, value in results.items():
+        if name == "_log":
+            continue
+        expected = not name.startswith("allreduce/") and "no-scatter" not in name
+        assert value["by_all_to_all"] == expected, (name, value)
+
+
 def _check_delays(combos, results):
     """The seam really slowed the lane it names on the rank it names, and nothing else slept."""
     for combo in combos:
@@ -84,6 +96,7 @@ def test_two_ranks_bit_identical_to_ddp_and_to_torchs_compress_hooks():
                 assert value["identical"], (name, value)
                 assert value["hook"] == (not name.startswith("allreduce/s1/")), name
         _check_compressed(rank_result, stock_identical=True)
+    _check_scatter_path(results[0])
 
 
 def test_four_ranks_two_emulated_nodes_match_ddp():
@@ -95,11 +108,16 @@ def test_four_ranks_two_emulated_nodes_match_ddp():
         {"name": "hierarchical-unequal/s2/fp16", "config": config(algorithm="hierarchical", streams=2,
                                                                   bucket_cap_mb=0.001, compression="fp16"),
          "env": {"GROUP_RANK": {0: "0", 1: "0", 2: "0", 3: "1"}}},
-        # A backend without reduce_scatter_tensor / all_gather_into_tensor: built from the others.
+        # A backend without reduce_scatter_tensor / all_gather_into_tensor: built from the others
+        # (all_to_all_single, or all_reduce without it too).
         {"name": "reduce_scatter-emulated/s2/none",
-         "config": config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=0.001), "emulate": True},
+         "config": config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=0.001), "missing": NO_NATIVE},
         {"name": "hierarchical-emulated/s2/none",
-         "config": config(algorithm="hierarchical", streams=2, bucket_cap_mb=0.001), "emulate": True},
+         "config": config(algorithm="hierarchical", streams=2, bucket_cap_mb=0.001), "missing": NO_NATIVE},
+        {"name": "reduce_scatter-no-scatter/s2/none",
+         "config": config(algorithm="reduce_scatter", streams=2, bucket_cap_mb=0.001), "missing": NO_SCATTER},
+        {"name": "hierarchical-no-scatter/s2/fp16", "missing": NO_SCATTER,
+         "config": config(algorithm="hierarchical", streams=2, bucket_cap_mb=0.001, compression="fp16")},
         {"name": "hierarchical/s2/delayed-lane/fp16",
          "config": config(algorithm="hierarchical", streams=2, bucket_cap_mb=0.001, compression="fp16"),
          "delays": {2: {0: 0.02}}},
@@ -114,6 +132,10 @@ def test_four_ranks_two_emulated_nodes_match_ddp():
             assert value["finite"], (name, value)
             assert value["rel_to_params"] <= TOLERANCE_4_RANKS, (name, value)
         _check_compressed(rank_result, stock_identical=False)
-    emulated = results[0]["reduce_scatter-emulated/s2/none"]["emulated"]
-    assert "reduce_scatter_tensor(float32)" in emulated and "all_gather_into_tensor(float32)" in emulated
-    assert any("builds them from all_reduce" in line for _, line in results[0]["_log"])
+    for name in ("reduce_scatter-emulated/s2/none", "reduce_scatter-no-scatter/s2/none"):
+        emulated = results[0][name]["emulated"]
+        assert "reduce_scatter_tensor(float32)" in emulated and "all_gather_into_tensor(float32)" in emulated
+    lines = [line for _, line in results[0]["_log"]]
+    assert any("builds them from all_to_all_single / all_gather" in line for line in lines), lines
+    assert any("builds them from all_reduce / all_gather" in line for line in lines), lines
+    _check_scatter_path(results[0])

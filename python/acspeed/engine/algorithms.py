@@ -6,11 +6,12 @@ reduce-scatter). The issuer (issue.py) decides when each phase is issued; nothin
 For a flat buffer already divided by the world size and zero-padded to a multiple of `divisor`:
   allreduce       all-reduce of the buffer.
   reduce_scatter  reduce-scatter to W shards, then all-gather of the shards back into the buffer.
-                  Without a native reduce-scatter for the dtype: one all-reduce, which already
-                  leaves the whole sum on every rank.
+                  On the CPU the reduce-scatter is an all_to_all and a local sum into this rank's
+                  slice of the buffer (collectives.py says why). Without any reduce-scatter for
+                  the dtype: one all-reduce, which already leaves the whole sum on every rank.
   hierarchical    nodes of L ranks: intra-node reduce-scatter to L shards, all-reduce of each shard
                   among the ranks holding that shard on the other nodes, intra-node all-gather.
-                  Without a native reduce-scatter, the intra-node step is an all-reduce and each
+                  Without a reduce-scatter, the intra-node step is an all-reduce and each
                   rank's shard is its slice of the buffer (gathered in place). Nodes of unequal
                   size: reduce to the node's leader, all-reduce among leaders, broadcast from the
                   leader. One rank per node: one all-reduce across nodes.
@@ -28,6 +29,23 @@ from .lanes import Lane
 
 ShardFor = Callable[[int], torch.Tensor]  # numel -> this bucket's reusable shard buffer
 Phase = Optional[Callable[[object], object]]  # group -> the backend's Work (asynchronous)
+
+
+def reduce_scatter(coll: Collectives, flat: torch.Tensor, group,
+                   shard_for: ShardFor) -> Optional[Tuple[Phase, torch.Tensor]]:
+    """The phase leaving this rank's shard of the sum of `flat` (padded to a multiple of the group's
+    size) over `group`, and that shard; None where the backend has no reduce-scatter for the dtype.
+    Through all_to_all the shard is this rank's slice of `flat` (then gathered in place) and
+    shard_for's buffer receives the pieces; natively, shard_for's buffer is the shard."""
+    size = group.size()
+    chunk = flat.numel() // size
+    if coll.scatters_by_all_to_all(flat.dtype):
+        received, mine = shard_for(flat.numel()), flat[group.rank() * chunk:(group.rank() + 1) * chunk]
+        return (lambda g: coll.reduce_scatter_by_all_to_all(mine, received, flat, g)), mine
+    if coll.supports("reduce_scatter_tensor", flat.dtype):
+        shard = shard_for(chunk)
+        return (lambda g: coll.reduce_scatter(shard, flat, g)), shard
+    return None
 
 
 class Algorithm:
@@ -61,14 +79,14 @@ class ReduceScatter(Algorithm):
     roles = ("all", "all")
 
     def divisor(self, coll, lane, dtype):
-        return lane.group.size() if coll.supports("reduce_scatter_tensor", dtype) else 1
+        return lane.group.size() if coll.scatters(dtype) else 1
 
     def phases(self, coll, lane, flat, shard_for):
-        if not coll.supports("reduce_scatter_tensor", flat.dtype):
+        scatter = reduce_scatter(coll, flat, lane.group, shard_for)
+        if scatter is None:
             return [lambda group: coll.all_reduce(flat, group), None]
-        shard = shard_for(flat.numel() // lane.group.size())
-        return [lambda group: coll.reduce_scatter(shard, flat, group),
-                lambda group: coll.all_gather(flat, shard, group)]
+        first, shard = scatter
+        return [first, lambda group: coll.all_gather(flat, shard, group)]
 
 
 class Hierarchical(Algorithm):
@@ -87,12 +105,12 @@ class Hierarchical(Algorithm):
                     lambda group: coll.broadcast(flat, leader, group)]
         if lane.intra is None:  # one rank per node: the inter-node step is everything
             return [None, lambda group: coll.all_reduce(flat, group), None]
-        local_size, local_rank = lane.intra.size(), lane.intra.rank()
-        chunk = flat.numel() // local_size
-        if coll.supports("reduce_scatter_tensor", flat.dtype):
-            shard = shard_for(chunk)
-            first = lambda group: coll.reduce_scatter(shard, flat, group)  # noqa: E731
+        scatter = reduce_scatter(coll, flat, lane.intra, shard_for)
+        if scatter is not None:
+            first, shard = scatter
         else:
+            local_size, local_rank = lane.intra.size(), lane.intra.rank()
+            chunk = flat.numel() // local_size
             shard = flat[local_rank * chunk:(local_rank + 1) * chunk]
             first = lambda group: coll.all_reduce(flat, group)  # noqa: E731
         return [first,

@@ -146,7 +146,7 @@ class _Wiring:
         emulated = collectives.emulated()
         if emulated and config.algorithm != "allreduce":
             _log.info(f"the {backend} backend lacks {', '.join(emulated)}: acspeed builds "
-                      f"{'it' if len(emulated) == 1 else 'them'} from all_reduce / all_gather",
+                      f"{'it' if len(emulated) == 1 else 'them'} from {' / '.join(collectives.built_from())}",
                       once=("emulated", backend, tuple(emulated)))
         return cls(key, lanes, collectives, compressor)
 
