@@ -126,7 +126,7 @@ def test_missing_runtime_warns_and_keeps_ddp(observed):
 
 def test_unknown_key_warns_and_config_applies(observed):
     seen = observed[0]["unknown_key"]
-    assert seen["cap"] == MIB // 2
+    assert seen["cap"] == MIB // 2, seen
     assert len(seen["log"]) == 1 and "colour" in seen["log"][0][1]
 
 

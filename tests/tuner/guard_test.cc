@@ -335,7 +335,12 @@ TEST_F(GuardTest, AClearLossFailureIsNotExtendedNorIsOneWhoseExtensionTheBudgetD
   lagging_powersgd(0.2, INFINITY);  // within noise on 60 steps, but the budget declines the extension
   results.push_back(search(2, compressed(Compression::kPowerSgd, 25, 16), 0.1));
   ASSERT_TRUE(results[1].metrics.guard.contains("undecided"));
-  ASSERT_TRUE(guard_.extension(results));
+  const auto first = guard_.extension(results);
+  ASSERT_TRUE(first);
+  // The reference's run comes first and says what both runs take (10 s per 60 steps each, to 120),
+  // so that the budget declines them together rather than after the reference ran.
+  EXPECT_FALSE(first->search);
+  EXPECT_DOUBLE_EQ(first->expected_s, 20.0 + 20.0);
   guard_.decline("the time budget of 1 min");
   EXPECT_NE(notes_.back().find("are not extended: the time budget of 1 min"), std::string::npos) << notes_.back();
   EXPECT_FALSE(guard_.extension(results));  // judges it again: without more evidence the failure stands

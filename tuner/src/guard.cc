@@ -290,17 +290,20 @@ std::optional<GuardRun> ConvergenceGuard::extension(std::vector<Measured>& searc
   GuardRun run;
   extending_ = true;
   extending_numerics_ = static_cast<int>(reference_->trajectory.size()) >= steps;
+  const Window& w = windows_.at(pending_->numerics);
+  const double numerics_s =
+      w.metrics.trajectory_s.value_or(0) * steps / std::max<size_t>(1, w.metrics.trajectory.size());
   if (!extending_numerics_) {
     run.config = CommConfig{};
     run.label = fmt::format("DDP defaults (the convergence guard's reference, trajectory extended to {} steps)", steps);
-    run.expected_s = reference_->trajectory_s.value_or(0) * steps / std::max<size_t>(1, reference_->trajectory.size());
+    run.expected_s = reference_->trajectory_s.value_or(0) * steps / std::max<size_t>(1, reference_->trajectory.size()) +
+                     numerics_s;
     return run;
   }
-  const Window& w = windows_.at(pending_->numerics);
   run.config = w.config;
   run.search = true;
   run.label = fmt::format("{} (the convergence guard: trajectory extended to {} steps)", w.config.describe(), steps);
-  run.expected_s = w.metrics.trajectory_s.value_or(0) * steps / std::max<size_t>(1, w.metrics.trajectory.size());
+  run.expected_s = numerics_s;
   return run;
 }
 

@@ -87,7 +87,9 @@ struct GuardRun {
   bool search = false;                    // a search trial (role search); else role baseline
   std::optional<size_t> candidate_index;  // its ordinal in the space, when a search trial of it
   std::string label;
-  double expected_s = 0;                  // an extension: what its trajectory should take (s)
+  // An extension: what its trajectory should take (s); the reference's includes the numerics' run that
+  // must follow it, so that a budget that cannot afford both declines the extension before either runs.
+  double expected_s = 0;
 };
 
 class ConvergenceGuard {
