@@ -4,21 +4,21 @@ Which native collectives work is tried once per hook setup on the lane group (ev
 same ones, then agrees on the result with an all-reduce of the flags), so all ranks take the same
 path. A try issues the collective asynchronously and waits on it as the hook does: on its Work's
 future for the collectives that can end a bucket's reduction (the hook chains the bucket's completion
-on that future), on the Work itself for reduce_scatter_tensor. Some backends' Work objects have no
+on that future), on the Work itself for reduce_scatter_tensor and all_to_all_single. Some backends' Work objects have no
 future ("Work::getFuture not implemented"); without one for all_reduce, the hook cannot run
-(the hook then steps aside). Missing pieces: without reduce_scatter_tensor the
-algorithms all-reduce the whole buffer (see algorithms.py); all_gather_into_tensor becomes the list
-all_gather into views of the output.
+(the hook then steps aside). Missing pieces: without a reduce-scatter (reduce_scatter_tensor, or on
+the CPU all_to_all_single) the algorithms all-reduce the whole buffer (see algorithms.py);
+all_gather_into_tensor becomes the list all_gather into views of the output.
 
 CPU tensors (gloo) reduce-scatter through all_to_all_single and a local sum, native reduce-scatter
-or not: gloo's reduce_scatter_tensor moves the bytes of an all-reduce at several times its cost, and
-sums 16-bit floats one element at a time, converting each (gloo::float16). Two ranks on one core each,
-loopback, a 10 MiB fp32 bucket (2.6M elements; time.process_time, every thread): reduce-scatter +
-all-gather 32 ms in fp32 and 18 ms in fp16, all_to_all + sum + all-gather 9.5 ms in fp16, gloo's
-fp16 all-reduce 13 ms. The sum is torch's, pieces added in group-rank order, each as one elementwise
-add in the pieces' dtype (16-bit floats are added in fp32 and rounded, as gloo does): at two ranks the
-same bits as gloo's reduce-scatter or all-reduce. It runs when the issuer waits on the phase's Work,
-on the thread that issues the next phase."""
+or not: gloo's reduce_scatter_tensor takes 1.5-3x the CPU of an all-reduce of the same bucket, and
+sums 16-bit floats one element at a time, converting each (gloo::float16). Two ranks on one core
+each, loopback, a 10 MiB fp32 bucket, process CPU time (bench/runtime/gloo_scatter_cost.py;
+RESULTS.md): gloo's reduce-scatter + all-gather 27 ms in fp32 and 20 ms in fp16, all_to_all + sum +
+all-gather 13 and 6 ms, gloo's all-reduce 10 ms in either. The sum is torch's, pieces added in
+group-rank order, each as one elementwise add in the pieces' dtype (16-bit floats are added in fp32
+and rounded, as gloo does): at two ranks the same bits as gloo's reduce-scatter or all-reduce. It
+runs when the issuer waits on the phase's Work, on the thread that issues the next phase."""
 import dataclasses
 from typing import Dict, Iterable, Optional, Tuple
 
