@@ -3,12 +3,13 @@
 Which native collectives work is tried once per hook setup on the lane group (every rank tries the
 same ones, then agrees on the result with an all-reduce of the flags), so all ranks take the same
 path. A try issues the collective asynchronously and waits on it as the hook does: on its Work's
-future for the collectives that can end a bucket's reduction (the hook chains the bucket's completion
-on that future), on the Work itself for reduce_scatter_tensor and all_to_all_single. Some backends' Work objects have no
-future ("Work::getFuture not implemented"); without one for all_reduce, the hook cannot run
-(the hook then steps aside). Missing pieces: without a reduce-scatter (reduce_scatter_tensor, or on
-the CPU all_to_all_single) the algorithms all-reduce the whole buffer (see algorithms.py);
-all_gather_into_tensor becomes the list all_gather into views of the output.
+future for the collectives that can end a bucket's reduction (the hook chains the bucket's
+completion on that future), on the Work itself for reduce_scatter_tensor and all_to_all_single. Some
+backends' Work objects have no future ("Work::getFuture not implemented"); without one for
+all_reduce, the hook cannot run (the hook then steps aside). Missing pieces: without a
+reduce-scatter (reduce_scatter_tensor, or on the CPU all_to_all_single) the algorithms all-reduce
+the whole buffer (see algorithms.py); all_gather_into_tensor becomes the list all_gather into views
+of the output.
 
 CPU tensors (gloo) reduce-scatter through all_to_all_single and a local sum, native reduce-scatter
 or not: gloo's reduce_scatter_tensor takes 1.5-3x the CPU of an all-reduce of the same bucket, and
