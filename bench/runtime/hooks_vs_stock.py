@@ -28,6 +28,8 @@ per-pair ratios (candidate / baseline step time, < 1 is faster) with its 95% boo
 (bench/stats.py). Raw per-step times (max over ranks) go to the JSON file, which is never overwritten.
 
     python3 bench/runtime/hooks_vs_stock.py                   # both links, 10 pairs: ~20 min quiet, 61 min at load 13-20
+                                                              # (the first ten comparisons; about 1 min a comparison
+                                                              # per link and 10 pairs on the 12-07 machine)
     python3 bench/runtime/hooks_vs_stock.py --pairs 2 --links 2x1@1gbit --out /tmp/smoke.json   # a smoke run
     python3 bench/runtime/hooks_vs_stock.py --from-json FILE  # the table of an earlier run
 
