@@ -42,9 +42,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_unconfigure(config):
+    """The worker's TMPDIR goes; where multiprocessing made its own folder in it (torch does), after
+    multiprocessing removes that at exit (its finalizer has exitpriority -100; a lower one runs later),
+    so that its removal does not fail on a folder already gone."""
     folder = getattr(config, "_acspeed_tmpdir", None)
-    if folder:
+    if not folder:
+        return
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
         shutil.rmtree(folder, ignore_errors=True)
+    else:
+        util.Finalize(None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-101)
 
 
 @pytest.fixture(scope="session")
