@@ -55,6 +55,13 @@ TUNE_ARGS = ("--compression none,fp16,powersgd --bucket-mb 5,25 --algorithms all
              "--warmup 12 --steps 6 --repeats 3")
 
 
+def new_results_file(stem: str, given=None) -> pathlib.Path:
+    """`given`, else results/<stem>_<UTC time>.json; a file that exists is never written over (the
+    process id is added to the name)."""
+    out = pathlib.Path(given or HERE / "results" / f"{stem}_{time.strftime('%Y-%m-%dT%H%M', time.gmtime())}.json")
+    return out.with_name(f"{out.stem}_{os.getpid()}{out.suffix}") if out.exists() else out
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="2x1@1gbit")
@@ -364,9 +371,7 @@ def points(row: dict, field: str) -> str:
 def report(raw: dict, args) -> None:
     """Analyses `raw`, writes raw + analysis to --out and prints the table."""
     analysis = analyse(raw, args.smooth_evals, args.target)
-    out = pathlib.Path(args.out or HERE / "results" / f"time_to_accuracy_{time.strftime('%Y-%m-%dT%H%M', time.gmtime())}.json")
-    if out.exists():
-        out = out.with_name(f"{out.stem}_{os.getpid()}{out.suffix}")
+    out = new_results_file("time_to_accuracy", args.out)
     out.write_text(json.dumps({**raw, "analysis": analysis}, indent=2) + "\n")
     arms, seeds = analysis["arms"], raw["seeds"]
     print(f"target test accuracy {analysis['target_accuracy']:.4f} (trailing mean of {args.smooth_evals} "

@@ -34,6 +34,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tuner")]  # bench/stats.py, bench_tuner.py
 import bench_tuner  # noqa: E402
 import stats  # noqa: E402
+import bench_time_to_accuracy as tta  # noqa: E402
 
 # What the tuner prints about the guard and its budget (kept per run, verbatim).
 GUARD_WORDS = ("guard", "budget", "extended", "inflation", "certified", "not run", "fall")
@@ -46,7 +47,7 @@ def parse_args():
     parser.add_argument("--pairs", type=int, default=3, help="seed: benchmark (tuned, plain) pairs per run")
     parser.add_argument("--bench-steps", type=int, default=10, help="seed: timed steps per benchmark run")
     parser.add_argument("--from", dest="from_json", help="print the table of a result this script wrote")
-    parser.add_argument("--out", help="JSON (default: results/reruns_<command>_<UTC time>.json)")
+    parser.add_argument("--out", help="JSON (default: results/reruns_<command>_<UTC time>.json; never written over)")
     args = parser.parse_args()
     if not args.from_json and args.command is None:
         parser.error("give a command (seed or tta) or --from FILE")
@@ -72,7 +73,6 @@ def tune_seed(db: pathlib.Path, env: dict) -> str:
 
 def tune_tta(db: pathlib.Path, env: dict) -> str:
     """bench_time_to_accuracy.py's tune step (its defaults, --model digits:model10)."""
-    import bench_time_to_accuracy as tta  # noqa: PLC0415
     args = argparse.Namespace(profile="2x1@1gbit", model="digits:model10", precision="fp32", image_size=32,
                               batch_size=16, seed=1, tune_args=tta.TUNE_ARGS + " --data digits:batches")
     return json.dumps(bench_tuner.tune(args, db, "auto", env), indent=2)
@@ -179,7 +179,7 @@ def main() -> int:
         print(table(json.loads(pathlib.Path(args.from_json).read_text())))
         return 0
     result = run(args)
-    out = pathlib.Path(args.out or HERE / "results" / f"reruns_{args.command}_{time.strftime('%Y-%m-%dT%H%M', time.gmtime())}.json")
+    out = tta.new_results_file(f"reruns_{args.command}", args.out)
     out.write_text(json.dumps(result, indent=2))
     print(table(result))
     print(f"raw: {out}")
