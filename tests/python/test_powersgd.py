@@ -80,6 +80,16 @@ def test_two_ranks_every_bucket_size_streams_and_algorithm():
     _check_combos(results, hierarchical_compressed=False, identical_within_bucket=True)
 
 
+def test_two_nodes_of_one_rank_hierarchical_compresses_bit_for_bit_as_flat():
+    # LOCAL_WORLD_SIZE=1: the intra-node steps have nothing to do, the leaders are every rank; the
+    # convergence guard takes the two for one numerics there (tuner/src/guard.h: numerics_key)
+    names = [("allreduce", 1, 0.001), ("hierarchical", 1, 0.001), ("hierarchical", 2, 25.0)]
+    for rank_result in run_ranks(combos, 2, names, env={"LOCAL_WORLD_SIZE": "1"}):
+        for name, value in rank_result.items():
+            if name != "_log":
+                assert value["compressed_buckets"] > 0 and value["same_as_first"], (name, value)
+
+
 def test_four_ranks_two_nodes_compress_the_inter_node_step():
     results = run_ranks(combos, 4, COMBOS, env={"LOCAL_WORLD_SIZE": "2"})
     _check_combos(results, hierarchical_compressed=True, identical_within_bucket=False)

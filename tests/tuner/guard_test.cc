@@ -87,6 +87,7 @@ class GuardTest : public ::testing::Test {
     o.trajectory_cap = kTrajectoryCapFactor * kSteps;
     o.seed = 11;
     o.data = "synthetic";
+    o.ranks_per_node = 2;  // hierarchical is a numerics of its own (numerics_key)
     return o;
   }
   // The reference run the guard asks for in a space of {none, fp16, powersgd} x bucket {5, 25}.
@@ -218,8 +219,32 @@ TEST_F(GuardTest, TheWindowAndTrajectoryAreMeasuredOncePerNumericsAndCarriedByTh
   CommConfig by_node = compressed(Compression::kFp16);
   by_node.algorithm = Algorithm::kHierarchical;
   EXPECT_EQ(guard_.before(by_node, TrialMode::kDdp, true).fidelity_steps, kFidelitySteps);
-  EXPECT_NE(numerics_key(by_node), numerics_key(compressed(Compression::kFp16)));
-  EXPECT_EQ(numerics_key(compressed(Compression::kPowerSgd, 5, 4)), "powersgd rank 4 start 10");
+  EXPECT_NE(numerics_key(by_node, 2), numerics_key(compressed(Compression::kFp16), 2));
+  EXPECT_EQ(numerics_key(compressed(Compression::kPowerSgd, 5, 4), 2), "powersgd rank 4 start 10");
+}
+
+TEST_F(GuardTest, WithOneRankPerNodeHierarchicalCarriesTheFlatConfigsWindowAndVerdict) {
+  GuardOptions one_rank = options();
+  one_rank.ranks_per_node = 1;
+  guard_ = ConvergenceGuard(one_rank, [this](const std::string& line) { notes_.push_back(line); });
+  give_reference();
+  const Measured flat = search(1, compressed(Compression::kPowerSgd, 25, 4), 0.2);
+  ASSERT_EQ(flat.metrics.fidelity_steps, kFidelitySteps);
+  CommConfig by_node = compressed(Compression::kPowerSgd, 5, 4);
+  by_node.algorithm = Algorithm::kHierarchical;
+  EXPECT_EQ(numerics_key(by_node, 1), numerics_key(flat.config, 1));
+  const GuardPlan plan = guard_.before(by_node, TrialMode::kDdp, true);
+  EXPECT_EQ(plan.fidelity_steps, 0);  // nothing trained again
+  EXPECT_EQ(plan.trajectory_steps, 0);
+  const Measured hierarchical = search(2, by_node, 0.15);
+  EXPECT_EQ(hierarchical.metrics.fidelity_trial, 1);
+  EXPECT_EQ(hierarchical.metrics.trajectory_trial, 1);
+  EXPECT_EQ(hierarchical.metrics.trajectory, flat.metrics.trajectory);
+  // and the family is measured: no first point for it
+  space_.powersgd_ranks = {4};
+  for (const Point& p : guard_.first_points(space_)) {
+    EXPECT_FALSE(info(space_.config_at(p).compression).ranked) << space_.config_at(p).describe();
+  }
 }
 
 TEST_F(GuardTest, ARejectedNumericsIsNotRunAgainInTheSearchButStillInADecisionPair) {

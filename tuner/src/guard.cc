@@ -76,13 +76,14 @@ GuardOptions guard_options(const TuneOptions& o) {
   g.trajectory_cap = o.trajectory_steps * kTrajectoryCapFactor;
   g.seed = o.seed;
   g.data = guard_data(o);
+  g.ranks_per_node = o.nproc_per_node;
   return g;
 }
 
-std::string numerics_key(const CommConfig& config) {
+std::string numerics_key(const CommConfig& config, int ranks_per_node) {
   std::string key(to_string(config.compression));
   if (info(config.compression).ranked) key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
-  if (info(config.algorithm).by_node) key += fmt::format(" {}", to_string(config.algorithm));
+  if (info(config.algorithm).by_node && ranks_per_node > 1) key += fmt::format(" {}", to_string(config.algorithm));
   return key;
 }
 
@@ -159,7 +160,7 @@ std::vector<Point> ConvergenceGuard::first_points(const SearchSpace& space) cons
       Point point = start;
       point[compression] = c;
       if (info(space.compression[c]).ranked) point[rank] = r;
-      if (windows_.count(numerics_key(space.config_at(point))) > 0) continue;
+      if (windows_.count(key_of(space.config_at(point))) > 0) continue;
       const int order = info(space.compression[c]).ranked ? kMaxPowerSgdRank + 1 - space.powersgd_ranks[r] : 0;
       families.emplace_back(order, point);
     }
@@ -180,7 +181,7 @@ GuardPlan ConvergenceGuard::before(const CommConfig& config, TrialMode mode, boo
   }
   plan.judged = search;
   if (mode == TrialMode::kDdp && changes_numerics(config)) {
-    const auto window = windows_.find(numerics_key(config));
+    const auto window = windows_.find(key_of(config));
     if (window == windows_.end()) {
       plan.fidelity_steps = kFidelitySteps;
       plan.trajectory_steps = o_.trajectory_steps;
@@ -278,7 +279,7 @@ std::optional<GuardRun> ConvergenceGuard::extension(std::vector<Measured>& searc
     rejudge_.reset();
     const Window& w = windows_.at(key);
     for (auto& m : search) {
-      if (!changes_numerics(m.config) || numerics_key(m.config) != key || m.step_s == kFailedCost) continue;
+      if (!changes_numerics(m.config) || key_of(m.config) != key || m.step_s == kFailedCost) continue;
       carry(m.metrics, w.ordinal, w.metrics);
       if (m.ordinal == w.ordinal) m.metrics.fidelity_trial.reset();  // the window is its own
       m.ranking_cost = m.step_s;
@@ -344,7 +345,7 @@ std::string ConvergenceGuard::undecided_why(const TrialMetrics& m) const {
 
 void ConvergenceGuard::keep_window(const Measured& m) {
   if (changes_numerics(m.config) && has_window(m.metrics)) {
-    windows_.try_emplace(numerics_key(m.config), Window{m.ordinal, m.metrics, m.config});
+    windows_.try_emplace(key_of(m.config), Window{m.ordinal, m.metrics, m.config});
   }
 }
 
@@ -370,7 +371,7 @@ void ConvergenceGuard::judge(Measured& m) {
   m.metrics.inflation = inflation;
   verdict.evidence["data"] = o_.data;
   verdict.evidence["trajectory_steps"] = static_cast<int>(m.metrics.trajectory.size());
-  const std::string key = numerics_key(m.config);
+  const std::string key = key_of(m.config);
   const auto e = extended_.find(key);
   const bool declined = e != extended_.end() && !e->second.declined.empty();
   if (e != extended_.end()) {
@@ -440,8 +441,8 @@ const Measured* ConvergenceGuard::fallback(const std::vector<CommConfig>& reject
                                            const std::vector<Measured>& search) const {
   const Measured* best = nullptr;
   for (const auto& m : search) {
-    const bool tried = std::any_of(rejected.begin(), rejected.end(), [&m](const CommConfig& c) {
-      return numerics_key(c) == numerics_key(m.config);
+    const bool tried = std::any_of(rejected.begin(), rejected.end(), [this, &m](const CommConfig& c) {
+      return key_of(c) == key_of(m.config);
     });
     if (m.ranking_cost == kFailedCost || tried) continue;
     if (best == nullptr || m.ranking_cost < best->ranking_cost) best = &m;

@@ -61,12 +61,16 @@ struct GuardOptions {
   int trajectory_cap = 0;     // steps an extended trajectory may reach (kTrajectoryCapFactor x T)
   uint64_t seed = 0;          // the inflation bootstrap's (the session's seed)
   std::string data;           // how the trajectories' batches are made, as the verdict records it
+  int ranks_per_node = 1;     // the workers' (TuneOptions::nproc_per_node): see numerics_key
 };
 GuardOptions guard_options(const TuneOptions& options);
 
 // What a compressed config's window and trajectory depend on: its numerics (compression, PowerSGD
-// rank and start step, hierarchical or flat), not its buckets or lanes.
-std::string numerics_key(const CommConfig& config);
+// rank and start step, hierarchical or flat), not its buckets or lanes. Hierarchical is a numerics of
+// its own only with several ranks per node: with one, its intra-node steps have nothing to do and
+// every step is the flat config's (bit for bit: tests/python/test_powersgd.py), so the two share one
+// window and trajectory instead of training the same curves twice.
+std::string numerics_key(const CommConfig& config, int ranks_per_node);
 
 // The fastest ranked search result that changes no numerics, or nullptr.
 const Measured* best_exact(const std::vector<Measured>& search);
@@ -137,6 +141,7 @@ class ConvergenceGuard {
   std::string fastest_step_note(const Measured& best, const std::vector<Measured>& search) const;
 
  private:
+  std::string key_of(const CommConfig& config) const { return numerics_key(config, o_.ranks_per_node); }
   struct Window {
     int64_t ordinal = 0;  // the trial that measured it
     TrialMetrics metrics;
