@@ -193,8 +193,9 @@ TEST(Report, ComputesBaselineSpeedupsPairsAndTheWinnerFromRawStepTimes) {
 }
 
 // A two-node session with the step model's trials: compute 100 ms (forward + optimizer 40 ms), the
-// defaults' 3 buckets of 46.8 MB through acspeed's hook in 0.38 s, DDP's defaults at 0.46 s and fp16
-// at 0.32 s (its hook: 10 buckets of 23.4 MB on the wire in 0.207 s).
+// defaults' 3 buckets of 46.8 MB through acspeed's hook in 0.38 s, DDP's defaults at 0.46 s, fp16
+// at 0.32 s (its hook: 10 buckets of 23.4 MB on the wire in 0.207 s) and 5 MiB buckets at 0.48 s
+// (10 buckets of 46.8 MB in 0.394 s: with the calibration, the link's latency and bandwidth).
 int64_t add_model_session(Store& store) {
   SessionRecord s;
   s.instance_type = "testbed-2x1@1gbit";
@@ -221,6 +222,10 @@ int64_t add_model_session(Store& store) {
   add(TrialRole::kSearch, {}, 0.46, R"({"p50_s": 0.46, "finite": true})");
   add(TrialRole::kSearch, fp16, 0.32,
       R"({"p50_s": 0.32, "bucket_count": 10, "bucket_bytes": 46800000, "comm_s": 0.2072, "finite": true})");
+  CommConfig small_buckets;
+  small_buckets.bucket_cap_mb = 5;
+  add(TrialRole::kSearch, small_buckets, 0.48,
+      R"({"p50_s": 0.48, "bucket_count": 10, "bucket_bytes": 46800000, "comm_s": 0.3944, "finite": true})");
   return id;
 }
 
@@ -229,9 +234,9 @@ TEST(Report, EveryFormatShowsTheBoundAndEfficiencyOfTheStepModel) {
   const int64_t id = add_model_session(temp.store());
   const Report r = build_report(temp.store(), id);
   EXPECT_TRUE(r.model_note.empty()) << r.model_note;
-  ASSERT_EQ(r.trials.size(), 4u);
+  ASSERT_EQ(r.trials.size(), 5u);
   EXPECT_FALSE(r.trials[0].bound_s) << "the compute-only trial has no bound of its own";
-  // Latency 2 ms and 125 MB/s from the two hooked trials: bound = 40 ms + wire bytes / 125 MB/s.
+  // Latency 2 ms and 125 MB/s from the two uncast hooked trials: bound = 40 ms + wire bytes / 125 MB/s.
   ASSERT_TRUE(r.trials[2].bound_s && r.trials[3].bound_s);
   EXPECT_NEAR(*r.trials[2].bound_s, 0.04 + 46.8e6 / 125e6, 1e-4);
   EXPECT_NEAR(*r.trials[3].bound_s, 0.04 + 23.4e6 / 125e6, 1e-4);

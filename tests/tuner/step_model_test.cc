@@ -37,7 +37,14 @@ TrialMetrics plain(double p50) {
   return m;
 }
 
-// DDP defaults (3 buckets, head 85 ms), fp16 5 MiB (10 buckets, head 130 ms).
+CommConfig bucket(double mb) {
+  CommConfig c;
+  c.bucket_cap_mb = mb;
+  return c;
+}
+
+// DDP defaults (3 buckets, head 85 ms), 5 MiB buckets (10 buckets, head 85 ms), fp16 5 MiB (10
+// buckets, head 130 ms). The two uncast ones calibrate the link: latency and bandwidth.
 std::vector<ModelTrial> session_trials() {
   TrialMetrics compute = plain(kCompute);
   compute.forward_s = kForward;
@@ -48,6 +55,7 @@ std::vector<ModelTrial> session_trials() {
       {TrialRole::kCompute, CommConfig{}, compute},
       {TrialRole::kCalibration, CommConfig{}, hooked(0.5, 3, kPayload)},  // its step time is not the defaults'
       {TrialRole::kSearch, CommConfig{}, plain(0.085 + defaults_comm)},
+      {TrialRole::kSearch, bucket(5), hooked(0.085 + 10 * kLatency + kPayload / kBandwidth, 10, kPayload)},
       {TrialRole::kSearch, fp16_bucket(5), hooked(0.130 + fp16_comm, 10, kPayload / 2.0)},
   };
 }
@@ -278,6 +286,33 @@ TEST(StepModel, SaysWhatIsMissingInsteadOfPredicting) {
   const Prediction p = predict(calibrate(old, {2, 2}), CommConfig{});
   EXPECT_FALSE(p.ok);
   EXPECT_NE(p.why_not.find("per-bucket bytes"), std::string::npos) << p.why_not;
+}
+
+// On gloo a cast's communication spans also hold its conversions and its half-precision sums on the
+// CPU: here 60 ms a step above its wire time. Fitted with the uncast trials, they made a faster link
+// with a large latency (1 flow at 1533 Mbit/s on a 1 Gbit/s link in the issue-39 seed run) and a
+// bound under the uncast configs' own wire time; a flow count only casts calibrated keeps their fit.
+TEST(StepModel, CastTrialsStayOutOfTheLinkFitOfAFlowCountUncastTrialsCalibrated) {
+  auto trials = session_trials();
+  CommConfig fp16_two = fp16_bucket(25);
+  fp16_two.streams = 2;
+  for (const CommConfig& c : {fp16_bucket(25), fp16_two}) {
+    TrialMetrics m = hooked(0, 3, kPayload / 2.0);
+    m.comm_s = *m.comm_s + 0.060;
+    m.p50_s = 0.130 + *m.comm_s;
+    trials.push_back({TrialRole::kSearch, c, m});
+  }
+  const StepModel m = calibrate(trials, {2, 2});
+  ASSERT_EQ(m.links.size(), 2u);
+  EXPECT_NEAR(m.links.at(1).pooled.bytes_per_s, kBandwidth, 1e-6 * kBandwidth);
+  EXPECT_NEAR(m.links.at(1).pooled.latency_s, kLatency, 1e-9);
+  EXPECT_EQ(m.links.at(1).pooled.samples, 2u);  // the calibration and the 5 MiB trial
+  const Prediction defaults = predict(m, CommConfig{});
+  ASSERT_TRUE(defaults.ok) << defaults.why_not;
+  EXPECT_NEAR(defaults.bound_s, kForward + kOptimizer + kPayload / kBandwidth, 1e-9);
+  // 2 flows: only the fp16 trial calibrated them; its fit is theirs (the casts' CPU work included)
+  EXPECT_EQ(m.links.at(2).pooled.samples, 1u);
+  EXPECT_LT(m.links.at(2).pooled.bytes_per_s, kBandwidth);
 }
 
 // PowerSGD rank 4 on a model of one 11700x1000 fp32 matrix (46.8 MB): P and Q are (11700 + 1000) x 4

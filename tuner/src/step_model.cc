@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -187,9 +188,17 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     if (t.role == TrialRole::kCompute && t.metrics.gradients) model.gradients = t.metrics.gradients;
   }
   // Link samples, per flow count: every trial that ran acspeed's hook under the probe, except those of
-  // a compression with compute of its own (PowerSGD's lies inside its communication spans).
-  std::map<int, std::map<Algorithm, std::vector<LinkSample>>> samples;
-  std::map<int, std::vector<LinkSample>> all;
+  // a compression with compute of its own (PowerSGD's lies inside its communication spans); of a flow
+  // count that some trial sending the gradients as they are calibrated, only those (a cast's spans
+  // also hold its conversions and, on gloo, its half-precision sums on the CPU: see the header).
+  struct Sample {
+    int flows;
+    Algorithm algorithm;
+    bool cast;
+    LinkSample sample;
+  };
+  std::vector<Sample> hooked;
+  std::set<int> as_is;  // flow counts some uncast trial calibrated
   for (const auto& t : trials) {
     const auto& m = t.metrics;
     if (t.role == TrialRole::kCompute || info(t.config.compression).own_compute || !m.comm_s || !m.bucket_count ||
@@ -198,10 +207,17 @@ StepModel calibrate(const std::vector<ModelTrial>& trials, const ModelSetup& set
     }
     const auto wire = wire_bytes(t.config, *m.bucket_bytes, std::nullopt, setup.world_size, setup.nnodes);
     if (!wire || *wire <= 0) continue;
-    const LinkSample s{static_cast<double>(*m.bucket_count) / t.config.streams, *wire, *m.comm_s};
-    const int n = flows_of(model, t.config);
-    samples[n][t.config.algorithm].push_back(s);
-    all[n].push_back(s);
+    const bool cast = info(t.config.compression).form != WireForm::kAsIs;
+    hooked.push_back({flows_of(model, t.config), t.config.algorithm, cast,
+                      {static_cast<double>(*m.bucket_count) / t.config.streams, *wire, *m.comm_s}});
+    if (!cast) as_is.insert(hooked.back().flows);
+  }
+  std::map<int, std::map<Algorithm, std::vector<LinkSample>>> samples;
+  std::map<int, std::vector<LinkSample>> all;
+  for (const auto& h : hooked) {
+    if (h.cast && as_is.count(h.flows) > 0) continue;
+    samples[h.flows][h.algorithm].push_back(h.sample);
+    all[h.flows].push_back(h.sample);
   }
   for (const auto& [n, list] : all) {
     const auto pooled = fit_link(list);

@@ -12,7 +12,13 @@
 //                 nodes at once), and within it per algorithm and pooled over its algorithms,
 //                 fit_link() on every trial that ran acspeed's hook, except powersgd's (their
 //                 communication spans also hold PowerSGD's own compute, the orthonormalisation and
-//                 Q = M^T P between the two all-reduces): collectives = buckets / streams, wire bytes =
+//                 Q = M^T P between the two all-reduces), and except fp16/bf16's in a flow count that
+//                 an uncast trial calibrated: a cast's spans also hold its conversions and, on gloo,
+//                 its half-precision sums on the CPU, which a fit over both takes for a faster link
+//                 with a large latency (the 2x1@1gbit seed run: 1 flow at 1533 Mbit/s and 59 ms a
+//                 collective from the calibration and one fp16 trial, DDP defaults bounded at 344 ms,
+//                 under their wire time alone; bench/compression/RESULTS.md); that CPU work stays in
+//                 a cast config's head and CPU floor. Collectives = buckets / streams, wire bytes =
 //                 the buckets' payload x the compression's wire fraction x the algorithm's factor,
 //                 time = the probe's per-step communication time. Fits are never shared between flow
 //                 counts: on a link capped per flow, N flows carry up to N times one flow's rate, so a
