@@ -205,7 +205,7 @@ std::optional<TuneRequest> parse_tune(const std::vector<std::string>& args) {
 
   using namespace tuner;
   SearchSpace& s = o.space;
-  const KnobContext context{o.nnodes, gpu};
+  const KnobContext context{o.nnodes, o.nnodes * o.nproc_per_node, gpu};
   for (const auto& knob : knobs()) {
     if (!vm.count(knob.option)) {
       if (knob.unset) knob.unset(s, context);

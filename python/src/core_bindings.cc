@@ -117,7 +117,8 @@ std::unique_ptr<tuner::OnlineTuner> make_online_tuner(const std::string& ddp_arg
     const auto store = Store::open({store_path, /*read_only=*/true});
     if (store->exists()) o.model = tuner::online_step_model(*store, instance_type, model_signature, precision, nnodes);
   }
-  return std::make_unique<tuner::OnlineTuner>(tuner::online_space(arguments, nnodes, gpu, rebuild_reducer), std::move(o));
+  return std::make_unique<tuner::OnlineTuner>(tuner::online_space(arguments, world_size, nnodes, gpu, rebuild_reducer),
+                                              std::move(o));
 }
 
 // Stores a settled online tuner in the store at `store_path` ("" = the default) as a session of kind

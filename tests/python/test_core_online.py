@@ -35,7 +35,7 @@ def test_knob_rows_say_which_knobs_a_live_job_can_switch(core):
 
 
 def test_the_tuner_settles_on_the_faster_config_with_the_offline_evidence(core):
-    tuner = core.OnlineTuner("{}", nnodes=2, seed=5)
+    tuner = core.OnlineTuner("{}", nnodes=2, world_size=4, seed=5)
     assert tuner.baseline.is_default()
     first = tuner.window(0)
     assert (first.role, first.discard, first.steps) == ("baseline", 0, 10)
@@ -49,7 +49,10 @@ def test_the_tuner_settles_on_the_faster_config_with_the_offline_evidence(core):
     assert len(evidence["pairs"]) == 3 and evidence["speedups"]["step_speedup"]["ci_low"] > 1
     records = json.loads(tuner.windows())
     assert sorted({r["trial_role"] for r in records}) == ["baseline", "candidate", "search"]
-    assert len(json.loads(tuner.configs())) == 12
+    assert len(json.loads(tuner.configs())) == 12  # bucket 5, 25 x 3 algorithms x streams 1, 2
+    # nodes of one rank: hierarchical would be allreduce again (knobs.cc), not searched
+    one_rank = json.loads(core.OnlineTuner("{}", nnodes=2, world_size=2).configs())
+    assert len(one_rank) == 8 and {c["algorithm"] for c in one_rank} == {"allreduce", "reduce_scatter"}
 
 
 def test_the_jobs_own_ddp_arguments_are_pinned_and_bad_ones_named(core):

@@ -171,7 +171,7 @@ tuner::StoredOnline add_sample_online_session(Store& store, const SampleOnlineOp
   o.seed = options.seed;
   o.lookahead = 2;  // as the job drives it (python/acspeed/online.py)
   o.warmup_steps = options.warmup_steps;
-  tuner::OnlineTuner tuner(tuner::online_space(json::object(), 1, false), o);
+  tuner::OnlineTuner tuner(tuner::online_space(json::object(), 2, 1, false), o);
   std::mt19937_64 rng(options.seed);
   std::uniform_real_distribution<double> noise(0.99, 1.01);
   // The job's protocol: windows 0..lookahead planned first; after window k, its times pushed and

@@ -56,8 +56,8 @@ Drive drive(OnlineTuner& tuner, const StepFn& step, int lookahead, int limit = 2
   return run;
 }
 
-// Two nodes, a CPU: bucket 5,25 x allreduce,reduce_scatter,hierarchical x streams 1,2.
-OnlineSpace two_nodes() { return online_space(nlohmann::json::object(), 2, false); }
+// Two nodes of two ranks, a CPU: bucket 5,25 x allreduce,reduce_scatter,hierarchical x streams 1,2.
+OnlineSpace two_nodes() { return online_space(nlohmann::json::object(), 4, 2, false); }
 
 // The baseline's step is 1 s; 2 streams 0.7 s; reduce_scatter clearly slower; the rest as the baseline.
 double streams_win(const CommConfig& c, int) {
@@ -101,12 +101,14 @@ TEST(OnlineSpace, SearchesTheSwitchableKnobsAtTheOfflineDefaultsAroundTheJobsOwn
   EXPECT_EQ(s.space.compression, (std::vector<Compression>{Compression::kNone}));
   EXPECT_EQ(s.space.grad_as_bucket_view, (std::vector<bool>{false}));
   EXPECT_EQ(s.space.size(), 12u);
-  // One node: no algorithm that works node by node.
-  EXPECT_EQ(online_space(nlohmann::json::object(), 1, false).space.algorithms.size(), 2u);
+  // One node: no algorithm that works node by node; nor on nodes of one rank (it would be allreduce).
+  EXPECT_EQ(online_space(nlohmann::json::object(), 2, 1, false).space.algorithms.size(), 2u);
+  EXPECT_EQ(online_space(nlohmann::json::object(), 2, 2, false).space.algorithms,
+            (std::vector<Algorithm>{Algorithm::kAllreduce, Algorithm::kReduceScatter}));
 }
 
 TEST(OnlineSpace, TheJobsDdpArgumentsAndAcspeedPinsAreNeverSearched) {
-  const OnlineSpace s = online_space({{"bucket_cap_mb", 50}, {"gradient_as_bucket_view", true}}, 2, false);
+  const OnlineSpace s = online_space({{"bucket_cap_mb", 50}, {"gradient_as_bucket_view", true}}, 4, 2, false);
   EXPECT_EQ(s.space.bucket_mb, (std::vector<double>{50}));
   EXPECT_EQ(s.space.grad_as_bucket_view, (std::vector<bool>{true}));
   EXPECT_EQ(s.baseline.bucket_cap_mb, 50);
@@ -123,15 +125,15 @@ TEST(OnlineSpace, TheJobsDdpArgumentsAndAcspeedPinsAreNeverSearched) {
   EXPECT_EQ(pinned.baseline.streams, 2);
   EXPECT_EQ(pinned.space.size(), 6u);
 
-  const std::string error = error_of([] { online_space({{"find_unused_parameters", true}}, 2, false); });
+  const std::string error = error_of([] { online_space({{"find_unused_parameters", true}}, 4, 2, false); });
   EXPECT_NE(error.find("'find_unused_parameters'"), std::string::npos) << error;
   EXPECT_NE(error.find("bucket_cap_mb, gradient_as_bucket_view"), std::string::npos) << error;
-  EXPECT_NE(error_of([] { online_space({{"bucket_cap_mb", -1}}, 2, false); }).find("bucket_cap_mb"),
+  EXPECT_NE(error_of([] { online_space({{"bucket_cap_mb", -1}}, 4, 2, false); }).find("bucket_cap_mb"),
             std::string::npos);
 }
 
 TEST(OnlineSpace, AJobThatCannotRebuildItsReducerHoldsItsBucketSize) {
-  const OnlineSpace s = online_space(nlohmann::json::object(), 2, false, /*rebuild_reducer=*/false);
+  const OnlineSpace s = online_space(nlohmann::json::object(), 4, 2, false, /*rebuild_reducer=*/false);
   EXPECT_EQ(s.space.bucket_mb.size(), 1u);
   EXPECT_EQ(s.baseline, two_nodes().baseline);
   EXPECT_EQ(s.space.size(), 6u);  // algorithms x streams
@@ -272,7 +274,7 @@ TEST(OnlineTuner, KeepsTheJobsDdpWhenNothingIsFaster) {
 TEST(OnlineTuner, NothingToTuneSettlesAtOnce) {
   ScopedEnv algorithm("ACSPEED_ALGORITHM", "allreduce");
   ScopedEnv streams("ACSPEED_STREAMS", "1");
-  OnlineTuner tuner(online_space({{"bucket_cap_mb", 25}}, 2, false), options(2));
+  OnlineTuner tuner(online_space({{"bucket_cap_mb", 25}}, 4, 2, false), options(2));
   EXPECT_TRUE(tuner.window(0).settled);
   EXPECT_TRUE(tuner.decision().is_default());
   EXPECT_NE(tuner.note().find("nothing to tune"), std::string::npos) << tuner.note();

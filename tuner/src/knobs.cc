@@ -141,16 +141,19 @@ std::vector<Knob> make_knobs() {
       [] {
         std::vector<std::string> flat, by_node;
         for (const auto& a : algorithms()) (a.by_node ? by_node : flat).emplace_back(a.name);
-        return fmt::format("{} (default: {}, and {} on several nodes)", fmt::join(algorithm_names(), ","),
-                           fmt::join(flat, ","), fmt::join(by_node, ","));
+        return fmt::format("{} (default: {}, and {} on several nodes of several ranks)",
+                           fmt::join(algorithm_names(), ","), fmt::join(flat, ","), fmt::join(by_node, ","));
       },
       {&SearchSpace::algorithms, Algorithm::kAllreduce, "{}", {}, parse_algorithm_list,
        [](Algorithm a, CommConfig& c) { c.algorithm = a; }, [](const CommConfig& c) { return c.algorithm; }}));
   k.back().switchable = true;  // the hook's config, replaced at bucket 0
   k.back().unset = [](SearchSpace& s, const KnobContext& context) {
-    s.algorithms.clear();  // those that work node by node only where there are nodes
+    // Those that work node by node only where there are nodes, and ranks to reduce within one: with
+    // one rank per node hierarchical issues the flat all-reduce's collectives on the same group, its
+    // numerics bit for bit (tests/python/test_powersgd.py), so it would only measure allreduce again.
+    s.algorithms.clear();
     for (const auto& a : algorithms()) {
-      if (!a.by_node || context.nnodes > 1) s.algorithms.push_back(a.kind);
+      if (!a.by_node || (context.nnodes > 1 && context.world_size > context.nnodes)) s.algorithms.push_back(a.kind);
     }
   };
   k.push_back(list_knob<int>(

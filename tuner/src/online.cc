@@ -18,7 +18,8 @@
 
 namespace acspeed::tuner {
 
-OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool gpu, bool rebuild_reducer) {
+OnlineSpace online_space(const nlohmann::json& ddp_arguments, int world_size, int nnodes, bool gpu,
+                         bool rebuild_reducer) {
   if (!ddp_arguments.is_object()) {
     ACS_THROW(InvalidArgument, "the job's DDP arguments must be a JSON object, got {}", ddp_arguments.dump());
   }
@@ -40,7 +41,7 @@ OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool g
   OnlineSpace out;
   SearchSpace& s = out.space;
   s = tune_options_for(gpu).space;  // the offline defaults' values
-  const KnobContext context{nnodes, gpu};
+  const KnobContext context{nnodes, world_size, gpu};
   for (const auto& knob : knobs()) {
     if (knob.unset) knob.unset(s, context);
   }

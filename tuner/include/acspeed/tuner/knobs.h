@@ -29,6 +29,7 @@ struct SearchSpace;
 // What a knob's default values depend on when its option is not given.
 struct KnobContext {
   int nnodes = 1;
+  int world_size = 1;  // ranks in all; hierarchical is searched only where a node has several
   bool gpu = false;
 };
 

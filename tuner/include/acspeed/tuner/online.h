@@ -82,14 +82,15 @@ struct OnlineSpace {
   CommConfig baseline;  // the job's own DDP: the space's default point
 };
 
-// The space for a job of `nnodes` nodes (`gpu`: the NCCL knobs' defaults apply) from the DDP
-// arguments the user passed, by DDP's names as the knob rows' ddp_argument spell them
-// ({"bucket_cap_mb": 50}), and the ACSPEED_* pins. An argument no knob row names, or a bad value,
-// throws InvalidArgument naming it and the accepted names. `rebuild_reducer`: whether the job can
+// The space for a job of `world_size` ranks on `nnodes` nodes (`gpu`: the NCCL knobs' defaults
+// apply) from the DDP arguments the user passed, by DDP's names as the knob rows' ddp_argument
+// spell them ({"bucket_cap_mb": 50}), and the ACSPEED_* pins. An argument no knob row names, or a
+// bad value, throws InvalidArgument naming it and the accepted names. `rebuild_reducer`: whether the job can
 // rebuild its DDP reducer mid-job (the route of DistributedDataParallel.__setstate__); without it a
 // switchable knob that is a DDP constructor argument (its row names a ddp_argument: bucket_mb) holds
 // the job's value, and space.pinned says why.
-OnlineSpace online_space(const nlohmann::json& ddp_arguments, int nnodes, bool gpu, bool rebuild_reducer = true);
+OnlineSpace online_space(const nlohmann::json& ddp_arguments, int world_size, int nnodes, bool gpu,
+                         bool rebuild_reducer = true);
 
 // The step model of the newest stored session of this instance type, model signature and node count
 // whose model knows the compute-only step and the gradients' payload (the same precision preferred);
