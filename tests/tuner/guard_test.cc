@@ -272,6 +272,7 @@ TEST_F(GuardTest, ARejectedNumericsIsNotRunAgainInTheSearchButStillInADecisionPa
 
 TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflation) {
   give_reference();
+  EXPECT_EQ(guard_.ranking_factor(compressed(Compression::kFp16, 5)), 1);  // no verdict yet: its step alone
   const Measured fp16 = search(1, compressed(Compression::kFp16), 0.2, 1.5);
   ASSERT_TRUE(fp16.metrics.inflation);
   EXPECT_EQ(fp16.metrics.inflation->kind, InflationKind::kMeasured);
@@ -285,6 +286,10 @@ TEST_F(GuardTest, ACompressedConfigIsRankedByItsStepTimesTheUpperEndOfItsInflati
   EXPECT_EQ(slow.status, TrialStatus::kFailed);
   EXPECT_EQ(slow.ranking_cost, kFailedCost);
   EXPECT_NE(slow.error.find("trajectory loss over the last steps"), std::string::npos) << slow.error;
+  // what the model strategy's forecasts are multiplied by (session.cc): the same cost, before a run
+  EXPECT_DOUBLE_EQ(guard_.ranking_factor(compressed(Compression::kFp16, 5)), fp16.metrics.inflation->high);
+  EXPECT_EQ(guard_.ranking_factor(compressed(Compression::kPowerSgd, 5)), kFailedCost);
+  EXPECT_EQ(guard_.ranking_factor(CommConfig{}), 1);
 }
 
 TEST_F(GuardTest, ALossCheckFailedWithinItsNoiseIsExtendedAndJudgedAgainOnTheLongerTrajectories) {

@@ -171,6 +171,16 @@ std::vector<Point> ConvergenceGuard::first_points(const SearchSpace& space) cons
   return points;
 }
 
+double ConvergenceGuard::ranking_factor(const CommConfig& config) const {
+  if (!changes_numerics(config)) return 1;
+  const auto window = windows_.find(key_of(config));
+  if (window == windows_.end()) return 1;
+  const TrialMetrics& m = window->second.metrics;
+  if (rejected(m)) return kFailedCost;
+  if (!m.inflation) return 1;
+  return m.inflation->finite_upper() ? m.inflation->high : kFailedCost;
+}
+
 GuardPlan ConvergenceGuard::before(const CommConfig& config, TrialMode mode, bool search) const {
   GuardPlan plan;
   if (extending_) {  // the run extension() asked for: its trajectory only, judged in after()

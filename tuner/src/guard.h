@@ -114,6 +114,14 @@ class ConvergenceGuard {
   GuardPlan before(const CommConfig& config, TrialMode mode, bool search) const;
   // The search's first points: one per numerics family asked for without a verdict (see above).
   std::vector<Point> first_points(const SearchSpace& space) const;
+  // What a config's step is multiplied by to rank it, as far as the guard knows before it runs: 1 for
+  // a config that changes no numerics or whose numerics has no verdict yet; once its numerics was
+  // judged, the upper end of its inflation (a config of an undecided numerics fast enough to rank
+  // at that cost is decided at it: its step speedup over that end clears the bar), or kFailedCost
+  // when it was rejected or its inflation has no upper bound (never ranked). The model strategy
+  // forecasts ranking costs with it (session.cc), so that the budget measures a compressed config
+  // only where its step could rank it first.
+  double ranking_factor(const CommConfig& config) const;
   // What a trial with this plan should spend on the guard's window and trajectory, in seconds: their
   // steps at the reference trajectory's time per step (0 before the reference ran, or with nothing to
   // measure). The session's budget counts it on top of a plain trial's time.

@@ -271,7 +271,17 @@ void Session::search() {
   start_guard();
   StrategyOptions strategy_options;
   strategy_options.seed = o_.seed;
-  strategy_options.forecast = model_forecast(model_, o_.space);
+  // Forecasts of ranking costs: the step model's step and bound times what the guard knows of the
+  // config's numerics (guard.h: ranking_factor), the cost its measured results are ranked by.
+  strategy_options.forecast = [this, steps = model_forecast(model_, o_.space)](const Point& p) {
+    std::optional<Forecast> forecast = steps(p);
+    if (forecast) {
+      const double factor = guard_.ranking_factor(o_.space.config_at(p));
+      forecast->step_s *= factor;
+      forecast->bound_s *= factor;
+    }
+    return forecast;
+  };
   auto strategy = make_strategy(strategy_name_, o_.space, strategy_options);
   // Every numerics family asked for first (guard.h), whatever the budget, then the strategy's points
   // until the budget ends.
