@@ -379,6 +379,39 @@ TEST_F(GuardTest, AClearLossFailureIsNotExtendedNorIsOneWhoseExtensionTheBudgetD
   EXPECT_FALSE(results[1].metrics.guard.contains("undecided"));
 }
 
+TEST_F(GuardTest, AWideInflationIsExtendedWhereTheStepWouldPayAtTheLeastInflationItsIntervalAllows) {
+  // A lag of 0.2 that closes slowly (e-folding 40 steps): on 60 steps the loss check passes and the
+  // inflation is 1.22x [0.97, 1.37]; the bar is 1 (the reference is the fastest exact step, 0.4 s).
+  lagging_powersgd(0.2, 40);
+  give_reference();
+  // 1.15x faster a step: it pays at inflation 1 (the interval's least, its lower end taken no lower
+  // than 1), not at its upper end; not at the point estimate either, which is why that is not the test.
+  std::vector<Measured> results{search(1, compressed(Compression::kPowerSgd, 25, 16), 0.4 / 1.15)};
+  const Inflation& i = *results[0].metrics.inflation;
+  ASSERT_LT(i.low, 1.0) << i.describe();
+  ASSERT_GT(i.estimate, 1.15) << i.describe();
+  ASSERT_LT(i.high, 1.15 * 1.3) << i.describe();
+  EXPECT_EQ(results[0].ranking_cost, kFailedCost);  // never ranked while undecided
+  EXPECT_NE(results[0].metrics.guard.value("undecided", "").find("1.15x effective at the least inflation the "
+                                                                  "interval allows (1.00: its lower end, no lower than 1)"),
+            std::string::npos)
+      << results[0].metrics.guard.dump();
+  EXPECT_EQ(extend(results, 2).size(), 2u);  // the reference's trajectory, then the numerics', to 120 steps
+  EXPECT_EQ(results[0].metrics.guard["extended"]["to_steps"], 120);
+  EXPECT_EQ(results[0].metrics.guard["trajectory_steps"], 120);
+
+  // A step slower than the bar is decided at once, whatever the interval's lower end: here the gap
+  // closes within a few steps, 0.93x [0.84, 1.17] on 60 steps, and the step is 0.95x the reference's
+  // (the point estimate 0.93 would have asked for more evidence).
+  lagging_powersgd(0.2, 5);
+  results.push_back(search(4, compressed(Compression::kPowerSgd, 25, 4), 0.4 / 0.95));
+  const Measured& slow = results[1];
+  ASSERT_LT(slow.metrics.inflation->estimate, 0.95) << slow.metrics.inflation->describe();
+  EXPECT_FALSE(slow.metrics.guard.contains("undecided")) << slow.metrics.guard.dump();
+  EXPECT_DOUBLE_EQ(slow.ranking_cost, slow.step_s * slow.metrics.inflation->high);
+  EXPECT_FALSE(guard_.extension(results));
+}
+
 TEST_F(GuardTest, ANearExactNumericsIsBoundByItsFidelityWindowWhereItsTrajectoriesAgree) {
   give_reference();
   // fp16 as measured on resnet18: every step's gradient within 0.14% of the exact one.

@@ -337,7 +337,8 @@ void ConvergenceGuard::decline(const std::string& why) {
 }
 
 // Why the verdict on `m` is undecided, "" when it is decided: it passed, and the step speedup over
-// the reference clears the bar divided by its inflation's estimate but not by the interval's upper end.
+// the reference clears the bar divided by the least inflation its interval allows (its lower end,
+// not below 1: guard.h) but not divided by the interval's upper end.
 std::string ConvergenceGuard::undecided_why(const TrialMetrics& m) const {
   if (!reference_ || !m.inflation || m.inflation->kind != InflationKind::kMeasured || m.p50_s <= 0 ||
       m.guard.value("passed", false) != true) {
@@ -346,11 +347,12 @@ std::string ConvergenceGuard::undecided_why(const TrialMetrics& m) const {
   const double speedup = reference_->p50_s / m.p50_s;
   const double bar = best_exact_s_ > 0 ? std::max(1.0, reference_->p50_s / best_exact_s_) : 1.0;
   const Inflation& i = *m.inflation;
-  if (!(speedup / i.estimate > bar) || speedup / i.high > bar) return "";
-  return fmt::format("step speedup {:.2f}x over the reference: {:.2f}x effective on the inflation's estimate {:.2f}, "
-                     "{:.2f}x on its upper end {}, against a bar of {:.2f}",
-                     speedup, speedup / i.estimate, i.estimate, speedup / i.high,
-                     std::isfinite(i.high) ? fmt::format("{:.2f}", i.high) : std::string("(unbounded)"), bar);
+  const double least = std::max(1.0, i.low);
+  if (!(speedup / least > bar) || speedup / i.high > bar) return "";
+  return fmt::format("step speedup {:.2f}x over the reference, inflation {}: {:.2f}x effective at the least "
+                     "inflation the interval allows ({:.2f}: its lower end, no lower than 1), {:.2f}x at its upper "
+                     "end, against a bar of {:.2f}",
+                     speedup, i.describe(), speedup / least, least, speedup / i.high, bar);
 }
 
 void ConvergenceGuard::keep_window(const Measured& m) {
