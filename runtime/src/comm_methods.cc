@@ -28,6 +28,8 @@ const std::vector<CompressionInfo>& compressions() {
 const AlgorithmInfo& info(Algorithm algorithm) { return algorithms()[static_cast<size_t>(algorithm)]; }
 const CompressionInfo& info(Compression compression) { return compressions()[static_cast<size_t>(compression)]; }
 
+bool reduces_as_flat(Algorithm algorithm, int ranks_per_node) { return !info(algorithm).by_node || ranks_per_node <= 1; }
+
 std::string own_compute_names(bool display) {
   std::string names;
   for (const auto& c : compressions()) {

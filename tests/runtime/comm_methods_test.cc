@@ -30,6 +30,13 @@ TEST(CommMethods, EveryKindHasItsRowAndItsNameIsTheConfigs) {
   EXPECT_FALSE(info(Algorithm::kReduceScatter).by_node);
 }
 
+TEST(CommMethods, ANodeByNodeAlgorithmReducesAsTheFlatOneAtOneRankPerNode) {
+  EXPECT_TRUE(reduces_as_flat(Algorithm::kHierarchical, 1));
+  EXPECT_FALSE(reduces_as_flat(Algorithm::kHierarchical, 2));
+  EXPECT_TRUE(reduces_as_flat(Algorithm::kAllreduce, 8));
+  EXPECT_TRUE(reduces_as_flat(Algorithm::kReduceScatter, 8));
+}
+
 TEST(CommMethods, WhatEachCompressionSendsAndWhetherItChangesNumerics) {
   EXPECT_EQ(wire_element_bytes(info(Compression::kNone), 4), 4);
   EXPECT_EQ(wire_element_bytes(info(Compression::kFp16), 4), 2);

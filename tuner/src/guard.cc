@@ -83,7 +83,7 @@ GuardOptions guard_options(const TuneOptions& o) {
 std::string numerics_key(const CommConfig& config, int ranks_per_node) {
   std::string key(to_string(config.compression));
   if (info(config.compression).ranked) key += fmt::format(" rank {} start {}", config.powersgd_rank, config.powersgd_start_step);
-  if (info(config.algorithm).by_node && ranks_per_node > 1) key += fmt::format(" {}", to_string(config.algorithm));
+  if (!reduces_as_flat(config.algorithm, ranks_per_node)) key += fmt::format(" {}", to_string(config.algorithm));
   return key;
 }
 

@@ -70,9 +70,9 @@ GuardOptions guard_options(const TuneOptions& options);
 
 // What a compressed config's window and trajectory depend on: its numerics (compression, PowerSGD
 // rank and start step, hierarchical or flat), not its buckets or lanes. Hierarchical is a numerics of
-// its own only with several ranks per node: with one, its intra-node steps have nothing to do and
-// every step is the flat config's (bit for bit: tests/python/test_powersgd.py), so the two share one
-// window and trajectory instead of training the same curves twice.
+// its own only where it does not reduce as the flat all-reduce does (reduces_as_flat,
+// acspeed/comm_methods.h: one rank per node), so the two share one window and trajectory instead of
+// training the same curves twice.
 std::string numerics_key(const CommConfig& config, int ranks_per_node);
 
 // The fastest ranked search result that changes no numerics, or nullptr.

@@ -148,12 +148,12 @@ std::vector<Knob> make_knobs() {
        [](Algorithm a, CommConfig& c) { c.algorithm = a; }, [](const CommConfig& c) { return c.algorithm; }}));
   k.back().switchable = true;  // the hook's config, replaced at bucket 0
   k.back().unset = [](SearchSpace& s, const KnobContext& context) {
-    // Those that work node by node only where there are nodes, and ranks to reduce within one: with
-    // one rank per node hierarchical issues the flat all-reduce's collectives on the same group, its
-    // numerics bit for bit (tests/python/test_powersgd.py), so it would only measure allreduce again.
+    // Those that work node by node only where there are nodes, and ranks to reduce within one.
+    const int nodes = std::max(1, context.nnodes);
+    const int ranks_per_node = (context.world_size + nodes - 1) / nodes;  // the most on a node
     s.algorithms.clear();
     for (const auto& a : algorithms()) {
-      if (!a.by_node || (context.nnodes > 1 && context.world_size > context.nnodes)) s.algorithms.push_back(a.kind);
+      if (!a.by_node || (nodes > 1 && !reduces_as_flat(a.kind, ranks_per_node))) s.algorithms.push_back(a.kind);
     }
   };
   k.push_back(list_knob<int>(

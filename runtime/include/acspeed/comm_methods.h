@@ -62,6 +62,13 @@ const std::vector<CompressionInfo>& compressions();
 const AlgorithmInfo& info(Algorithm algorithm);
 const CompressionInfo& info(Compression compression);
 
+// The algorithm reduces as the flat all-reduce does where a node has at most `ranks_per_node` ranks:
+// a flat one always; one that works node by node where its intra-node steps have nothing to do (one
+// rank per node: it issues the flat all-reduce's collectives on the same group, its numerics bit for
+// bit: tests/python/test_powersgd.py). Then it is not searched (it would measure allreduce again) and
+// shares the flat config's convergence-guard verdict.
+bool reduces_as_flat(Algorithm algorithm, int ranks_per_node);
+
 // The compressions that spend compute of their own, joined with "/": their names ("powersgd"), or
 // with `display` their display names ("PowerSGD"); what a column or a line of that compute is called.
 std::string own_compute_names(bool display);
