@@ -19,6 +19,7 @@
 #include "acspeed/python_interpreter.h"
 #include "acspeed/settings.h"
 #include "acspeed/strings.h"
+#include "acspeed/tuner/convergence_guard.h"
 #include "acspeed/tuner/defaults.h"
 #include "acspeed/tuner/knobs.h"
 #include "acspeed/tuner/nccl_net.h"
@@ -73,7 +74,9 @@ po::options_description tune_options() {
       ("steps", po::value<std::string>(), fmt::format("timed steps per trial ({})", both(gpu.steps, cpu.steps)).c_str())
       ("repeats", po::value<std::string>(), fmt::format("alternated (candidate, DDP defaults) pairs in the decision, "
                                                         ">= 3 ({})", both(gpu.repeats, cpu.repeats)).c_str())
-      ("budget-minutes", po::value<std::string>(), fmt::format("bound on the whole session ({})", budget).c_str());
+      ("budget-minutes", po::value<std::string>(), fmt::format("bound on the search and the decision, minutes; a compression that "
+                                                               "changes numerics adds the convergence guard's own, {:g}x "
+                                                               "it ({})", tuner::kGuardBudgetFactor, budget).c_str());
   for (const auto& knob : tuner::knobs()) o.add_options()(knob.option.c_str(), po::value<std::string>(), knob.help().c_str());
   o.add_options()
       ("data", po::value<std::string>(), "pkg.module:function or path/to/file.py:function, called on every rank as function(rank, world_size, "
@@ -292,7 +295,7 @@ int cmd_tune(const GlobalOptions& global, const std::vector<std::string>& args) 
     fmt::print("dry run: nothing launched under torchrun, nothing stored\n");
     return kExitOk;
   }
-  Progress progress(std::chrono::seconds(static_cast<int64_t>(options.budget_minutes * 60)),
+  Progress progress(std::chrono::seconds(static_cast<int64_t>(tuner::session_limit_minutes(options) * 60)),
                     Progress::stderr_is_terminal());
   if (options.node_rank > 0) {
     tuner::supervise_node(options, progress);

@@ -29,6 +29,8 @@ FAKE_WORKER_SPEED=COMPRESSION:S (mode compressors): that compression's steps are
 the uncompressed ones (default fp16 2, powersgd 3). FAKE_WORKER_PSGD=faithful (mode compressors):
 powersgd is as faithful as fp16 (its window and trajectory pass).
 FAKE_WORKER_CRASH=ID: trial ID kills the process as crash:ID does, whatever the mode.
+FAKE_WORKER_GUARD_S=S: every trajectory takes S seconds whatever its steps (the worker sleeps) and reports
+trajectory_s as a real worker times it.
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
 FAKE_WORKER_GATE=ID:PATH: before answering trial ID (or crashing or hanging in it) the worker creates
 PATH.reached and waits until PATH exists (a test acts on the store, or as another node, while a trial
@@ -152,6 +154,15 @@ def trajectory(request):
     steps = request.get("trajectory_steps", 0)
     if steps <= 0:
         return {}
+    timed = {}
+    if os.environ.get("FAKE_WORKER_GUARD_S"):
+        timed["trajectory_s"] = float(os.environ["FAKE_WORKER_GUARD_S"])
+        time.sleep(timed["trajectory_s"])
+    return {**timed, **losses(request, steps)}
+
+
+def losses(request, steps):
+    """The trajectory's losses."""
     compression = request["config"].get("compression", "none")
     if os.environ.get("FAKE_WORKER_LAG"):
         name, gap, tau = os.environ["FAKE_WORKER_LAG"].split(":")

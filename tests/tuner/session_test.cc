@@ -700,6 +700,42 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredEvenWhenTheBudgetIsSpentBeforeI
   EXPECT_TRUE(stopped);  // the strategy's first point (2 streams) found the budget spent
 }
 
+TEST_F(SessionTest, TheGuardsEvidenceIsTimedAgainstABudgetOfItsOwnNotTheSearchs) {
+  // Each trajectory takes 2.9 s (fake_worker.py's FAKE_WORKER_GUARD_S): the reference's and PowerSGD's
+  // take 5.8 s of the guard's 6 s, so it declines to extend PowerSGD's undecided loss check (another
+  // 11.6 s), while the search, 6 s of its own, goes on to the uncompressed 2-stream config. One budget
+  // for both stopped the search there.
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  setenv("FAKE_WORKER_PSGD", "faithful", 1);
+  setenv("FAKE_WORKER_LAG", "powersgd:0.2:inf", 1);  // within noise on 60 steps
+  setenv("FAKE_WORKER_GUARD_S", "2.9", 1);
+  options_.space.streams = {1, 2};
+  options_.space.compression = {Compression::kNone, Compression::kPowerSgd};
+  options_.space.powersgd_ranks = {4};
+  options_.compression_searched = true;
+  options_.budget_minutes = 0.1;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  unsetenv("FAKE_WORKER_PSGD");
+  unsetenv("FAKE_WORKER_LAG");
+  unsetenv("FAKE_WORKER_GUARD_S");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  bool declined = false, stopped = false;
+  for (const auto& n : recorder.notes) {
+    declined |= n.find("are not extended: the convergence guard's time budget of 0.1 min") != std::string::npos;
+    stopped |= n.find("search stopped") != std::string::npos;
+  }
+  EXPECT_TRUE(declined) << fmt::format("{}", fmt::join(recorder.notes, "\n"));
+  EXPECT_FALSE(stopped) << fmt::format("{}", fmt::join(recorder.notes, "\n"));
+  bool two_streams = false;
+  for (const auto& t : store_->trials(result.session_id)) {
+    const CommConfig c = config_from_json(t.config_json);
+    two_streams |= t.role == TrialRole::kSearch && t.status == TrialStatus::kOk && c.streams == 2 &&
+                   c.compression == Compression::kNone;
+  }
+  EXPECT_TRUE(two_streams);
+}
+
 TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndTheSearch) {
   // powersgd (harmful here) is listed first, so the grid reaches its second config (2 streams, not
   // run: the verdict is known) before the uncompressed one; trial 1 is held until the budget is spent.

@@ -104,6 +104,14 @@ def test_powersgd_searches_ranks_1_4_16_and_warms_up_past_its_start_step(tune):
     assert "x compression none,fp16,powersgd x powersgd rank 1,4,16 =" in out, out
     assert "warm-up raised from 2 to 12 steps" in out and "12 warm-up" in out, out
     assert "the convergence guard trains 120-step loss trajectories" in out and "on synthetic" in out, out
+    # no GPU here: a 10-minute budget for the search and the decision, the guard's evidence timed apart
+    assert ("time budget: 10 min for the search and the decision, and 10 min of its own for the convergence "
+            "guard's windows and trajectories: about 20 min in all") in out, out
+
+
+def test_a_session_without_compression_has_one_budget(tune):
+    out = tune("--model", "tiny_models:mlp", "--budget-minutes", "3", "--dry-run").stdout
+    assert "time budget: 3 min for the whole session" in out, out
 
 
 def test_a_bad_powersgd_rank_pin_is_a_usage_error(tune, monkeypatch):

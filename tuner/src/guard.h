@@ -13,7 +13,7 @@
 //     that family's numerics: casts first (their curves follow the uncompressed one, one trajectory
 //     decides), then PowerSGD from the highest rank down (the nearer to exact, the likelier one
 //     trajectory decides). So every family is measured before any gets a second trial; these trials
-//     run whatever the time budget says (a --compression session may end past its budget by them);
+//     run whatever the time budgets say (a --compression session may end past its budgets by them);
 //   - the verdicts: each search trial of a compressed config is judged; a later search trial of a
 //     numerics it rejected is not run (the verdict could not differ) and is stored as failed; such a
 //     skip costs no time and never ends the search (session.cc checks the budget only before a run);
@@ -21,7 +21,8 @@
 //     the reference divided by the least inflation the interval allows clears the bar, divided by its upper end it does
 //     not), or the loss check failed within its noise (the numerics' only failure, by no more than 2x the standard
 //     error of the tails' difference: convergence_guard.h), the reference's and that numerics' trajectories are run
-//     again, twice as long, up to kTrajectoryCapFactor x T (convergence_guard.h), within the budget, and every trial of
+//     again, twice as long, up to kTrajectoryCapFactor x T (convergence_guard.h), within the guard's own time budget
+//     (kGuardBudgetFactor: the session times the guard's evidence apart from the search's trials), and every trial of
 //     that numerics is judged again on them, by the same rules. The least inflation is the interval's lower end, taken
 //     no lower than 1 (a lossy compression does not speed convergence up: an end below 1 is noise, and a step slower
 //     than the bar is decided at once), not its point estimate: on short trajectories the estimate can sit anywhere in

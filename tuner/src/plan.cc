@@ -8,6 +8,7 @@
 #include "acspeed/tuner/session.h"
 #include "acspeed/tuner/strategy.h"
 #include "decision_evidence.h"
+#include "guard.h"
 #include "worker_launch.h"
 
 namespace acspeed::tuner {
@@ -33,6 +34,10 @@ TuneOptions tune_options_for(bool gpu) {
   o.space.bucket_mb = d.bucket_mb;
   o.space.streams = d.streams;
   return o;
+}
+
+double session_limit_minutes(const TuneOptions& o) {
+  return o.budget_minutes * (guard_options(o).active ? 1 + kGuardBudgetFactor : 1);
 }
 
 std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& instance_type) {
@@ -66,7 +71,13 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
                                 "decide; configs are ranked by p50 x the upper end of their step inflation",
                                 o.trajectory_steps, guard_data(o), o.trajectory_steps * kTrajectoryCapFactor));
   }
-  if (o.budget_minutes > 0) lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
+  if (o.budget_minutes > 0 && guard_options(o).active) {
+    lines.push_back(fmt::format("  time budget: {:g} min for the search and the decision, and {:g} min of its own for the "
+                                "convergence guard's windows and trajectories: about {:g} min in all",
+                                o.budget_minutes, o.budget_minutes * kGuardBudgetFactor, session_limit_minutes(o)));
+  } else if (o.budget_minutes > 0) {
+    lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
+  }
   if (o.resume) lines.push_back(fmt::format("  resuming session {}", *o.resume));
   const std::string work_dir = work_dir_pattern();
   WorkerLaunch launch = make_launch(o, work_dir);

@@ -45,7 +45,8 @@ class Session {
   void calibrate_model();
   void remember(TrialRole role, const CommConfig& config, const TrialMetrics& metrics);
   std::optional<double> bound_of(const CommConfig& config) const;
-  bool budget_allows(int trials_ahead, double extra_s = 0) const;
+  bool search_allows(int trials_ahead) const;
+  bool guard_allows(double ahead_s) const;
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
   std::vector<PairRun> run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because);
@@ -73,6 +74,7 @@ class Session {
   bool any_failed_ = false;
   Clock::time_point started_ = Clock::now();
   std::vector<double> trial_walls_;  // DDP trials' walls less their guard work: what a pair trial costs
+  double guard_s_ = 0;  // the guard's evidence so far: windows and trajectories, and its extension runs whole
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
   // A resumed session's decision-pair trials (role candidate|baseline), in the order stored.
   std::vector<PairTrial> stored_pair_trials_;
@@ -136,10 +138,18 @@ void Session::open_session() {
   session_id_ = store_.create_session(new_session_record(o_, hello_, fp_, strategy_name_));
 }
 
-bool Session::budget_allows(int trials_ahead, double extra_s) const {
+// The search's and the decision's budget: time so far without the guard's evidence, and `trials_ahead`
+// more trials at what one costs without it.
+bool Session::search_allows(int trials_ahead) const {
   if (o_.budget_minutes <= 0 || trial_walls_.empty()) return true;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
-  return elapsed + median(trial_walls_) * trials_ahead + extra_s <= o_.budget_minutes * 60.0;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count() - guard_s_;
+  return elapsed + median(trial_walls_) * trials_ahead <= o_.budget_minutes * 60.0;
+}
+
+// The guard's own budget (convergence_guard.h: kGuardBudgetFactor): its evidence so far and `ahead_s` more.
+bool Session::guard_allows(double ahead_s) const {
+  if (o_.budget_minutes <= 0) return true;
+  return guard_s_ + ahead_s <= o_.budget_minutes * kGuardBudgetFactor * 60.0;
 }
 
 Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optional<int> pair,
@@ -177,10 +187,10 @@ Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optio
       }
       read_nccl_net();
     }
-    if (!plan.extension && mode == TrialMode::kDdp) {  // its time without the guard's window and trajectory
-      trial_walls_.push_back(std::max(0.0, outcome.wall_s - m.metrics.fidelity_s.value_or(0) -
-                                               m.metrics.trajectory_s.value_or(0)));
-    }
+    const double guard_s = plan.extension ? outcome.wall_s
+                                          : m.metrics.fidelity_s.value_or(0) + m.metrics.trajectory_s.value_or(0);
+    guard_s_ += guard_s;
+    if (!plan.extension && mode == TrialMode::kDdp) trial_walls_.push_back(std::max(0.0, outcome.wall_s - guard_s));
   }
   record.finished_at = utc_now();
   ++trials_run_;
@@ -238,29 +248,37 @@ void Session::start_guard() {
   extend_guard();
 }
 
-// The guard's runs that extend an undecided verdict's trajectories, while the budget allows them.
+// The guard's runs that extend an undecided verdict's trajectories, while its budget allows them (a
+// run costs a trial's time without the guard's work besides the trajectories it extends).
 void Session::extend_guard() {
   while (const auto run = guard_.extension(measured_)) {
-    if (!budget_allows(2 * o_.repeats, run->expected_s)) {
-      guard_.decline(fmt::format("the time budget of {:g} min", o_.budget_minutes));
+    if (!guard_allows((trial_walls_.empty() ? 0 : median(trial_walls_)) + run->expected_s)) {
+      guard_.decline(fmt::format("the convergence guard's time budget of {:g} min", o_.budget_minutes * kGuardBudgetFactor));
       continue;
     }
     run_trial(run->config, run->search ? TrialRole::kSearch : TrialRole::kBaseline, std::nullopt, std::nullopt, run->label);
   }
 }
 
-// Measures search point `point`; false when the budget ends the search first. A `required` point
+// Measures search point `point`; false when a budget ends the search first. A `required` point
 // (the guard's first points: one measured trial per numerics family asked for) runs whatever the
-// budget says.
+// budgets say.
 bool Session::measure(const Point& point, bool required) {
   const CommConfig config = o_.space.config_at(point);
-  // Keep room for this trial, its window and trajectory, and the decision's pairs; a trial the guard
-  // does not run costs nothing.
+  // Keep room for this trial and the decision's pairs, and in the guard's budget for its window and
+  // trajectory; a trial the guard does not run costs nothing.
   const GuardPlan plan = guard_.before(config, TrialMode::kDdp, true);
-  if (!required && trials_run_ > 0 && !plan.skip && !budget_allows(1 + 2 * o_.repeats, guard_.expected_s(plan))) {
-    observer_.note(fmt::format("time budget of {:g} min: search stopped after {} trial(s)", o_.budget_minutes,
-                               trials_run_));
-    return false;
+  if (!required && trials_run_ > 0 && !plan.skip) {
+    std::string spent;
+    if (!search_allows(1 + 2 * o_.repeats)) {
+      spent = fmt::format("time budget of {:g} min", o_.budget_minutes);
+    } else if (!guard_allows(guard_.expected_s(plan))) {
+      spent = fmt::format("the convergence guard's time budget of {:g} min", o_.budget_minutes * kGuardBudgetFactor);
+    }
+    if (!spent.empty()) {
+      observer_.note(fmt::format("{}: search stopped after {} trial(s)", spent, trials_run_));
+      return false;
+    }
   }
   measured_.push_back(run_trial(config, TrialRole::kSearch, std::nullopt, o_.space.ordinal_of(point), config.describe()));
   extend_guard();

@@ -68,6 +68,13 @@ inline constexpr int kFidelitySteps = 32;
 // batches when they start.
 inline constexpr int kTrajectoryCapFactor = 2;
 
+// The guard's evidence (its windows, trajectories and their extensions) is timed apart from the
+// search's and the decision's trials, against a budget of its own: this many times the session's
+// (TuneOptions::budget_minutes). Sharing one budget, the guard took 410-526 s of the seed command's
+// 10 minutes (resnet18 on 2x1@1gbit, bench/compression/RESULTS.md) and the search stopped after the
+// numerics' first points, never measuring their buckets or streams.
+inline constexpr double kGuardBudgetFactor = 1.0;
+
 struct GuardThresholds {
   double min_cosine = 0.7;       // (a) cosine of the window sums
   double max_norm_error = 0.45;  // (a) relative error of the window sum's norm

@@ -14,7 +14,7 @@ struct TuneDefaults {
   int warmup;             // untimed steps per trial
   int steps;              // timed steps per trial
   int repeats;            // (candidate, DDP defaults) pairs in the decision
-  double budget_minutes;  // bound on the whole session; 0 = none
+  double budget_minutes;  // TuneOptions::budget_minutes; 0 = none
   std::vector<double> bucket_mb;  // bucket sizes searched, MiB
   std::vector<int> streams;       // stream counts searched
 };

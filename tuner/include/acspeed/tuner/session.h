@@ -49,7 +49,9 @@ struct TuneOptions {
   int warmup = 0;                    // untimed steps per trial
   int steps = 0;                     // timed steps per trial
   int repeats = 0;                   // (candidate, baseline) pairs in the decision, >= 3
-  double budget_minutes = 0;         // bound on the whole session; 0 = none
+  // Bound on the search and the decision, minutes; 0 = none. The convergence guard's evidence has a
+  // budget of its own, kGuardBudgetFactor x this (convergence_guard.h): see session_limit_minutes().
+  double budget_minutes = 0;
   SearchSpace space;
   bool compression_searched = false; // the user asked for compression (it changes numerics)
   std::string strategy = "auto";
@@ -85,6 +87,11 @@ uint64_t default_seed(const TuneOptions& options);
 
 // Options with the defaults of this machine's row in defaults.h (`gpu` = a GPU was found).
 TuneOptions tune_options_for(bool gpu);
+
+// What the budgets give a session of `options`, minutes (0: no bound): budget_minutes, plus the
+// guard's own where compression is searched. A --compression session may pass it by its numerics'
+// first trials (one per family asked for), which run whatever the budgets say.
+double session_limit_minutes(const TuneOptions& options);
 
 // One finished trial, as the observer sees it.
 struct TrialEvent {
