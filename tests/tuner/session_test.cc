@@ -701,14 +701,15 @@ TEST_F(SessionTest, EveryNumericsFamilyIsMeasuredEvenWhenTheBudgetIsSpentBeforeI
 }
 
 TEST_F(SessionTest, TheGuardsEvidenceIsTimedAgainstABudgetOfItsOwnNotTheSearchs) {
-  // Each trajectory takes 2.9 s (fake_worker.py's FAKE_WORKER_GUARD_S): the reference's and PowerSGD's
-  // take 5.8 s of the guard's 6 s, so it declines to extend PowerSGD's undecided loss check (another
-  // 11.6 s), while the search, 6 s of its own, goes on to the uncompressed 2-stream config. One budget
-  // for both stopped the search there.
+  // Each trajectory takes 3.5 s (fake_worker.py's FAKE_WORKER_GUARD_S): the reference's and PowerSGD's
+  // (the numerics' first points, run whatever the budgets say) take 7 s, past the guard's 6 s, so it
+  // declines to extend PowerSGD's undecided loss check, while the search, 6 s of its own, goes on to
+  // the uncompressed 2-stream config, which has nothing for the guard to measure. One budget for both
+  // stopped the search there.
   setenv("FAKE_WORKER_MODE", "compressors", 1);
   setenv("FAKE_WORKER_PSGD", "faithful", 1);
   setenv("FAKE_WORKER_LAG", "powersgd:0.2:inf", 1);  // within noise on 60 steps
-  setenv("FAKE_WORKER_GUARD_S", "2.9", 1);
+  setenv("FAKE_WORKER_GUARD_S", "3.5", 1);
   options_.space.streams = {1, 2};
   options_.space.compression = {Compression::kNone, Compression::kPowerSgd};
   options_.space.powersgd_ranks = {4};

@@ -147,8 +147,9 @@ bool Session::search_allows(int trials_ahead) const {
 }
 
 // The guard's own budget (convergence_guard.h: kGuardBudgetFactor): its evidence so far and `ahead_s` more.
+// Nothing more to measure (ahead_s 0) needs no room in it.
 bool Session::guard_allows(double ahead_s) const {
-  if (o_.budget_minutes <= 0) return true;
+  if (o_.budget_minutes <= 0 || ahead_s <= 0) return true;
   return guard_s_ + ahead_s <= o_.budget_minutes * kGuardBudgetFactor * 60.0;
 }
 
