@@ -162,6 +162,31 @@ TEST(DecisionRule, ACompressedCandidateMustBeatTheBestExactConfig) {
   EXPECT_NE(slower.note.find("does not exceed 1.000"), std::string::npos) << slower.note;
 }
 
+TEST(DecisionRule, AVerdictWhoseIntervalStraddlesItsBarIsUndecidedByPairsAndMorePairsDecideIt) {
+  // The seed command's fp16 pairs (speedups 1.619, 1.377, 1.287), near-exact inflation, against the
+  // best exact config's 1.261: the estimate 1.42 clears it, the lower end 1.06 does not.
+  const Inflation near_exact = measured(1.0, 0.997, 1.003);
+  std::vector<PairRun> pairs = {pair(0.4535, 0.7340), pair(0.4733, 0.6518), pair(0.4960, 0.6383)};
+  const Verdict three = judge(candidate(Compression::kFp16), pairs, "", {}, {near_exact, 1.261});
+  EXPECT_FALSE(three.accepted) << three.note;
+  EXPECT_TRUE(undecided_by_pairs(three, ""));
+  EXPECT_FALSE(undecided_by_pairs(three, "pair 3's candidate run failed"));  // a failure decides
+  // The same three pairs twice more: the interval narrows, the lower end clears the bar.
+  for (int k = 0; k < 6; ++k) pairs.push_back(pairs[k % 3]);
+  const Verdict nine = judge(candidate(Compression::kFp16), pairs, "", {}, {near_exact, 1.261});
+  EXPECT_TRUE(nine.accepted) << nine.note;
+  EXPECT_FALSE(undecided_by_pairs(nine, ""));
+  // An estimate that does not clear the bar at the inflation's upper end: no pairs would change that.
+  const std::vector<PairRun> three_x = {pair(0.10, 0.30), pair(0.10, 0.31), pair(0.10, 0.29)};
+  EXPECT_FALSE(undecided_by_pairs(judge(candidate(Compression::kPowerSgd), three_x, "", {}, {measured(1.4, 1.2, 1.6), 2.0}), ""));
+  // An exact config: an estimate above 1 whose interval includes 1 is undecided; one below 1 is not.
+  EXPECT_TRUE(undecided_by_pairs(judge(candidate(), {pair(0.10, 0.13), pair(0.10, 0.08), pair(0.10, 0.11)}, "", {}), ""));
+  EXPECT_FALSE(undecided_by_pairs(judge(candidate(), {pair(0.10, 0.07), pair(0.10, 0.12), pair(0.10, 0.09)}, "", {}), ""));
+  // An unbounded inflation: never ranked, never undecided by pairs.
+  EXPECT_FALSE(undecided_by_pairs(judge(candidate(Compression::kPowerSgd), three_x, "", {},
+                                        {measured(1.4, 1.2, std::numeric_limits<double>::infinity()), 1.0}), ""));
+}
+
 TEST(DecisionRule, InfiniteOrUnmeasurableInflationIsNotChosenAndSaysWhich) {
   const std::vector<PairRun> pairs = {pair(0.10, 0.30), pair(0.10, 0.31), pair(0.10, 0.29)};
   Inflation infinite;

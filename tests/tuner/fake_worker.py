@@ -29,6 +29,7 @@ FAKE_WORKER_SPEED=COMPRESSION:S (mode compressors): that compression's steps are
 the uncompressed ones (default fp16 2, powersgd 3). FAKE_WORKER_PSGD=faithful (mode compressors):
 powersgd is as faithful as fp16 (its window and trajectory pass).
 FAKE_WORKER_CRASH=ID: trial ID kills the process as crash:ID does, whatever the mode.
+FAKE_WORKER_SLOW=ID:F[,ID:F...]: trial ID's steps take F times as long (one noisy run in a decision's pairs).
 FAKE_WORKER_GUARD_S=S: every trajectory takes S seconds whatever its steps (the worker sleeps) and reports
 trajectory_s as a real worker times it.
 A mode applies to the first launch only when FAKE_WORKER_ONCE=PATH names a marker file.
@@ -221,4 +222,7 @@ for line in reader:
             result["compression_s"] = 0.004
             if "trajectory" in result and not faithful:  # the harmful compressor learns nothing
                 result["trajectory"] = [2.3] * len(result["trajectory"])
+    slow = dict(item.split(":") for item in os.environ.get("FAKE_WORKER_SLOW", "").split(",") if item)
+    if str(request["id"]) in slow:
+        result["step_times_s"] = [t * float(slow[str(request["id"])]) for t in result["step_times_s"]]
     send(result)

@@ -737,6 +737,32 @@ TEST_F(SessionTest, TheGuardsEvidenceIsTimedAgainstABudgetOfItsOwnNotTheSearchs)
   EXPECT_TRUE(two_streams);
 }
 
+TEST_F(SessionTest, ACandidateWhosePairsStraddleItsBarGetsMorePairsNotARejection) {
+  // fp16 steps twice as fast, but one run of its pairs is slow (FAKE_WORKER_SLOW): pair speedups 2,
+  // 0.8, 2 put the interval's lower end below 1 with an estimate of 1.47; three more pairs (2 each)
+  // decide it, and fp16 is stored on its six.
+  setenv("FAKE_WORKER_MODE", "compressors", 1);
+  setenv("FAKE_WORKER_SLOW", "5:2.5", 1);  // trial 5: pair 2's candidate
+  options_.space.streams = {1};
+  options_.space.compression = {Compression::kNone, Compression::kFp16};
+  options_.compression_searched = true;
+  Recorder recorder;
+  const SessionResult result = run_session(options_, *store_, recorder);
+  unsetenv("FAKE_WORKER_SLOW");
+  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+  const auto decisions = store_->decisions();
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions.front().config.compression, Compression::kFp16) << decisions.front().note;
+  EXPECT_NE(decisions.front().note.find("over 6 pairs"), std::string::npos) << decisions.front().note;
+  const auto evidence = nlohmann::json::parse(decisions.front().evidence_json);
+  EXPECT_EQ(evidence["pairs"].size(), 6u);
+  bool said = false;
+  for (const auto& n : recorder.notes) {
+    said |= n.find("fp16 undecided on 3 pairs") != std::string::npos && n.find("3 more alternated pairs") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << fmt::format("{}", fmt::join(recorder.notes, "\n"));
+}
+
 TEST_F(SessionTest, ASearchTrialSkippedOnAKnownVerdictCostsNothingAndDoesNotEndTheSearch) {
   // powersgd (harmful here) is listed first, so the grid reaches its second config (2 streams, not
   // run: the verdict is known) before the uncompressed one; trial 1 is held until the budget is spent.

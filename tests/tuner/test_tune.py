@@ -171,10 +171,11 @@ def test_tune_then_import_acspeed_applies_the_stored_decision(tuned_store, repo_
     assert decision["session_id"] == sessions[0]["id"] and decision["world_size"] == 2
     assert decision["nnodes"] == 1
     pairs = [t for t in trials if t["role"] in ("candidate", "baseline")]
-    if pairs:  # the best search config was not DDP's defaults: it was confirmed in >= 3 pairs
-        assert len(pairs) == 6
+    if pairs:  # the best search config was not DDP's defaults: confirmed in 3 pairs, 3 more while they could not decide
         evidence = json.loads(decision["evidence_json"])
-        assert len(evidence["pairs"]) == 3 and decision["ci_low"] is not None
+        assert len(evidence["pairs"]) in (3, 6, 9) and len(pairs) == 2 * len(evidence["pairs"])
+        assert (len(evidence["pairs"]) > 3) == ("undecided on 3 pairs" in result.stdout), result.stdout
+        assert decision["ci_low"] is not None
         assert (decision["ci_low"] > 1) == (json.loads(decision["config_json"]) == evidence["candidate"])
     assert f"decision {decision['id']}" in result.stdout
 

@@ -68,6 +68,12 @@ std::string resolve_hint(const std::vector<double>& pair_speedups, bool online) 
 
 }  // namespace
 
+bool undecided_by_pairs(const Verdict& v, const std::string& stopped_because) {
+  const EffectiveSpeedup& s = v.speedups;
+  if (v.accepted || !stopped_because.empty() || !s.step || !s.step_low || !s.inflation.finite_upper()) return false;
+  return *s.step / s.inflation.high > s.bar && !(*s.step_low / s.inflation.high > s.bar);
+}
+
 Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, const std::string& stopped_because,
               const RuleOptions& options, const CandidateEvidence& evidence) {
   Verdict v;

@@ -21,6 +21,10 @@
 //     end of the inflation interval, exceeds a bar: 1 for a config that changes no numerics;
 //     max(1, the best non-compressing config's step speedup in the search) for a compressed one (a
 //     compressed config must beat what the exact configs already give).
+// A candidate whose interval straddles its bar (the estimate clears it, the lower end does not:
+// undecided_by_pairs) gets --repeats more pairs at a time, up to kPairsCapFactor x --repeats, within
+// the budget, and is judged again on all of them by the same rule (session.cc): more evidence, not
+// a rejection, as the convergence guard does for an undecided inflation.
 // A compressed candidate that fails goes no further: the best non-compressing config goes to the
 // pairs instead (session.cc). Otherwise "keep DDP defaults" is the decision, with the reason. The
 // decision's note shows step speedup, inflation and effective speedup side by side.
@@ -79,6 +83,17 @@ struct Verdict {
   EffectiveSpeedup speedups;                       // step speedup, inflation, effective speedup, bar
   std::vector<double> pair_speedups;
 };
+
+// A candidate's pairs may grow to this many times --repeats while its verdict is undecided_by_pairs.
+// On the seed command (resnet18, 2x1@1gbit) 3 pairs of fp16 gave 1.421x [1.061, 1.903] against a bar
+// of 1.261: had the mean and spread held, 6 pairs would have put the lower end at 1.256, 9 at 1.298.
+inline constexpr int kPairsCapFactor = 3;
+
+// Whether more pairs could decide a verdict that did not accept its candidate: every pair completed
+// (`stopped_because` empty), its inflation is bounded, and its step speedup's estimate over the
+// inflation's upper end exceeds the bar while its lower end over that upper end does not (for a
+// config that changes no numerics: an estimate above 1, an interval that does not exclude 1).
+bool undecided_by_pairs(const Verdict& verdict, const std::string& stopped_because);
 
 // What would resolve an interval that includes 1: the number of alternated pairs whose 95% interval
 // (Student t on the log pair speedups, as judge() computes it) would exclude 1 at these pairs'

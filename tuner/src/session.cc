@@ -49,7 +49,9 @@ class Session {
   bool guard_allows(double ahead_s) const;
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
-  std::vector<PairRun> run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because);
+  std::vector<PairRun> run_pairs(const CommConfig& candidate, int done, std::string& stopped_because);
+  Verdict confirm(const CommConfig& candidate, const CandidateEvidence& evidence, std::vector<PairRun>& pairs,
+                  std::string& stopped_because);
   void search();
   bool measure(const Point& point, bool required = false);
   void extend_guard();
@@ -74,6 +76,7 @@ class Session {
   bool any_failed_ = false;
   Clock::time_point started_ = Clock::now();
   std::vector<double> trial_walls_;  // DDP trials' walls less their guard work: what a pair trial costs
+  int next_pair_ = 0;  // the index of the session's next decision pair (a resumed session's stored ones first)
   double guard_s_ = 0;  // the guard's evidence so far: windows and trajectories, and its extension runs whole
   std::vector<Measured> measured_;  // search results in the order measured (resumed ones first)
   // A resumed session's decision-pair trials (role candidate|baseline), in the order stored.
@@ -338,15 +341,18 @@ void Session::report_search() const {
 
 // `candidate` alternated with DDP's defaults in o_.repeats pairs, numbered from `first_index` (the
 // stored pairs of a resumed session are reused); stops at the first failed or rejected pair.
-std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int first_index, std::string& stopped_because) {
+// --repeats more alternated pairs of `candidate` and DDP defaults, after the `done` it had.
+std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int done, std::string& stopped_because) {
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
-  observer_.note(fmt::format("\nconfirming {} against DDP defaults in {} alternated pairs", candidate.describe(),
-                             o_.repeats));
+  if (done == 0) {
+    observer_.note(fmt::format("\nconfirming {} against DDP defaults in {} alternated pairs", candidate.describe(),
+                               o_.repeats));
+  }
   const CommConfig baseline;
   std::vector<PairRun> pairs;
   int reused = 0;
-  for (int n = 0; n < o_.repeats && stopped_because.empty(); ++n) {
-    const int i = first_index + n;
+  for (int n = done; n < done + o_.repeats && stopped_because.empty(); ++n) {
+    const int i = next_pair_++;
     const bool candidate_first = n % 2 == 0;
     Measured runs[2];  // candidate, baseline
     const bool stored = stored_pair(stored_pair_trials_, i, candidate, runs);
@@ -364,6 +370,31 @@ std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int first_i
   }
   if (reused > 0) observer_.note(fmt::format("  {} pair(s) stored before the interruption reused", reused));
   return pairs;
+}
+
+// `candidate`'s pairs and the verdict on them: --repeats more pairs at a time while more could decide
+// it (decision_rule.h: undecided_by_pairs), up to kPairsCapFactor x --repeats, within the budget.
+Verdict Session::confirm(const CommConfig& candidate, const CandidateEvidence& evidence, std::vector<PairRun>& pairs,
+                         std::string& stopped_because) {
+  const RuleOptions rule{o_.loss_tolerance, o_.seed};
+  pairs = run_pairs(candidate, 0, stopped_because);
+  Verdict verdict = judge(candidate, pairs, stopped_because, rule, evidence);
+  while (undecided_by_pairs(verdict, stopped_because) && static_cast<int>(pairs.size()) < kPairsCapFactor * o_.repeats) {
+    const std::string state = fmt::format("{} undecided on {} pairs ({}: the estimate at the inflation's upper end "
+                                          "clears {:.3f}, the lower end does not)",
+                                          candidate.describe(), pairs.size(), verdict.speedups.describe(),
+                                          verdict.speedups.bar);
+    if (!search_allows(2 * o_.repeats)) {
+      observer_.note(fmt::format("{}: no more pairs within the time budget of {:g} min", state, o_.budget_minutes));
+      break;
+    }
+    observer_.note(fmt::format("{}: {} more alternated pairs", state, o_.repeats));
+    for (PairRun& pair : run_pairs(candidate, static_cast<int>(pairs.size()), stopped_because)) {
+      pairs.push_back(std::move(pair));
+    }
+    verdict = judge(candidate, pairs, stopped_because, rule, evidence);
+  }
+  return verdict;
 }
 
 void Session::decide() {
@@ -398,12 +429,14 @@ void Session::decide() {
 
   std::vector<PairRun> pairs;
   std::string stopped_because;
-  if (!candidate.is_default()) {
-    pairs = run_pairs(candidate, 0, stopped_because);
+  Verdict verdict;
+  if (candidate.is_default()) {
+    verdict = judge(candidate, pairs, stopped_because, rule, guard_.evidence_for(best, measured_));
+  } else {
+    verdict = confirm(candidate, guard_.evidence_for(best, measured_), pairs, stopped_because);
     evidence["pairs"] = pairs;
     evidence["loss_tolerance"] = o_.loss_tolerance;
   }
-  Verdict verdict = judge(candidate, pairs, stopped_because, rule, guard_.evidence_for(best, measured_));
   evidence["speedups"] = verdict.speedups;
   CommConfig chosen = verdict.accepted ? candidate : CommConfig{};
   std::string note = verdict.note;
@@ -418,8 +451,7 @@ void Session::decide() {
                                           {"note", verdict.note}};
     }
     std::string stopped;
-    pairs = run_pairs(next->config, static_cast<int>(rejected.size()) * o_.repeats, stopped);
-    verdict = judge(next->config, pairs, stopped, rule, guard_.evidence_for(*next, measured_));
+    verdict = confirm(next->config, guard_.evidence_for(*next, measured_), pairs, stopped);
     evidence["candidate"] = next->config;
     evidence["guard"] = next->metrics.guard;  // null for a config that changes no numerics
     evidence["pairs"] = pairs;
