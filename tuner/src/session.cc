@@ -339,9 +339,9 @@ void Session::report_search() const {
   observer_.search_finished(results);
 }
 
-// `candidate` alternated with DDP's defaults in o_.repeats pairs, numbered from `first_index` (the
-// stored pairs of a resumed session are reused); stops at the first failed or rejected pair.
-// --repeats more alternated pairs of `candidate` and DDP defaults, after the `done` it had.
+// `candidate` alternated with DDP's defaults in o_.repeats more pairs, after the `done` it had,
+// numbered on through the session (the stored pairs of a resumed session are reused); stops at the
+// first failed or rejected pair.
 std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int done, std::string& stopped_because) {
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
   if (done == 0) {
