@@ -36,8 +36,10 @@ TuneOptions tune_options_for(bool gpu) {
   return o;
 }
 
+double guard_budget_minutes(const TuneOptions& o) { return o.budget_minutes * kGuardBudgetFactor; }
+
 double session_limit_minutes(const TuneOptions& o) {
-  return o.budget_minutes * (guard_options(o).active ? 1 + kGuardBudgetFactor : 1);
+  return o.budget_minutes + (guard_options(o).active ? guard_budget_minutes(o) : 0);
 }
 
 std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& instance_type) {
@@ -74,7 +76,7 @@ std::vector<std::string> plan_lines(const TuneOptions& o, const std::string& ins
   if (o.budget_minutes > 0 && guard_options(o).active) {
     lines.push_back(fmt::format("  time budget: {:g} min for the search and the decision, and {:g} min of its own for the "
                                 "convergence guard's windows and trajectories: about {:g} min in all",
-                                o.budget_minutes, o.budget_minutes * kGuardBudgetFactor, session_limit_minutes(o)));
+                                o.budget_minutes, guard_budget_minutes(o), session_limit_minutes(o)));
   } else if (o.budget_minutes > 0) {
     lines.push_back(fmt::format("  time budget: {:g} min for the whole session", o.budget_minutes));
   }

@@ -149,11 +149,11 @@ bool Session::search_allows(int trials_ahead) const {
   return elapsed + median(trial_walls_) * trials_ahead <= o_.budget_minutes * 60.0;
 }
 
-// The guard's own budget (convergence_guard.h: kGuardBudgetFactor): its evidence so far and `ahead_s` more.
+// The guard's own budget (guard_budget_minutes): its evidence so far and `ahead_s` more.
 // Nothing more to measure (ahead_s 0) needs no room in it.
 bool Session::guard_allows(double ahead_s) const {
   if (o_.budget_minutes <= 0 || ahead_s <= 0) return true;
-  return guard_s_ + ahead_s <= o_.budget_minutes * kGuardBudgetFactor * 60.0;
+  return guard_s_ + ahead_s <= guard_budget_minutes(o_) * 60.0;
 }
 
 Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optional<int> pair,
@@ -257,7 +257,7 @@ void Session::start_guard() {
 void Session::extend_guard() {
   while (const auto run = guard_.extension(measured_)) {
     if (!guard_allows((trial_walls_.empty() ? 0 : median(trial_walls_)) + run->expected_s)) {
-      guard_.decline(fmt::format("the convergence guard's time budget of {:g} min", o_.budget_minutes * kGuardBudgetFactor));
+      guard_.decline(fmt::format("the convergence guard's time budget of {:g} min", guard_budget_minutes(o_)));
       continue;
     }
     run_trial(run->config, run->search ? TrialRole::kSearch : TrialRole::kBaseline, std::nullopt, std::nullopt, run->label);
@@ -277,7 +277,7 @@ bool Session::measure(const Point& point, bool required) {
     if (!search_allows(1 + 2 * o_.repeats)) {
       spent = fmt::format("time budget of {:g} min", o_.budget_minutes);
     } else if (!guard_allows(guard_.expected_s(plan))) {
-      spent = fmt::format("the convergence guard's time budget of {:g} min", o_.budget_minutes * kGuardBudgetFactor);
+      spent = fmt::format("the convergence guard's time budget of {:g} min", guard_budget_minutes(o_));
     }
     if (!spent.empty()) {
       observer_.note(fmt::format("{}: search stopped after {} trial(s)", spent, trials_run_));

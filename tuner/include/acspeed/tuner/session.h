@@ -50,7 +50,7 @@ struct TuneOptions {
   int steps = 0;                     // timed steps per trial
   int repeats = 0;                   // (candidate, baseline) pairs in the decision, >= 3
   // Bound on the search and the decision, minutes; 0 = none. The convergence guard's evidence has a
-  // budget of its own, kGuardBudgetFactor x this (convergence_guard.h): see session_limit_minutes().
+  // budget of its own (guard_budget_minutes) and a session its total (session_limit_minutes).
   double budget_minutes = 0;
   SearchSpace space;
   bool compression_searched = false; // the user asked for compression (it changes numerics)
@@ -87,6 +87,10 @@ uint64_t default_seed(const TuneOptions& options);
 
 // Options with the defaults of this machine's row in defaults.h (`gpu` = a GPU was found).
 TuneOptions tune_options_for(bool gpu);
+
+// The convergence guard's own budget, minutes (0: no bound): kGuardBudgetFactor x budget_minutes
+// (convergence_guard.h).
+double guard_budget_minutes(const TuneOptions& options);
 
 // What the budgets give a session of `options`, minutes (0: no bound): budget_minutes, plus the
 // guard's own where compression is searched. A --compression session may pass it by its numerics'
