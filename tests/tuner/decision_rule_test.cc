@@ -187,6 +187,29 @@ TEST(DecisionRule, AVerdictWhoseIntervalStraddlesItsBarIsUndecidedByPairsAndMore
                                         {measured(1.4, 1.2, std::numeric_limits<double>::infinity()), 1.0}), ""));
 }
 
+TEST(DecisionRule, ACandidateKeptOutByItsBarAloneIsSaidToBe) {
+  // The time-to-accuracy command's fp16 pairs (p50 ms): 1.30x [1.22, 1.38], near-exact inflation.
+  const Inflation near_exact = measured(1.0, 0.997, 1.003);
+  const std::vector<PairRun> pairs = {pair(0.5507, 0.6954), pair(0.5218, 0.6921), pair(0.4583, 0.5984)};
+  // Against the search's bar of 1.331: out by the bar alone (at a bar of 1 it would be accepted).
+  const Verdict at_search_bar = judge(candidate(Compression::kFp16), pairs, "", {}, {near_exact, 1.331});
+  EXPECT_FALSE(at_search_bar.accepted) << at_search_bar.note;
+  EXPECT_TRUE(kept_out_by_bar(at_search_bar, ""));
+  EXPECT_FALSE(kept_out_by_bar(at_search_bar, "pair 3's candidate run failed"));  // a failure decides
+  // Against the exact config's own pairs' 1.164: accepted; nothing keeps it out.
+  const Verdict at_pairs_bar = judge(candidate(Compression::kFp16), pairs, "", {}, {near_exact, 1.164});
+  EXPECT_TRUE(at_pairs_bar.accepted) << at_pairs_bar.note;
+  EXPECT_FALSE(kept_out_by_bar(at_pairs_bar, ""));
+  // A bar of 1 is no bar: a rejection there is the pairs' own.
+  const std::vector<PairRun> slower = {pair(0.70, 0.60), pair(0.72, 0.61), pair(0.69, 0.62)};
+  EXPECT_FALSE(kept_out_by_bar(judge(candidate(Compression::kFp16), slower, "", {}, {near_exact, 1.0}), ""));
+  // Slower at the inflation's upper end than DDP's defaults: no bar keeps it out, its inflation does.
+  EXPECT_FALSE(kept_out_by_bar(judge(candidate(Compression::kPowerSgd), pairs, "", {}, {measured(1.2, 1.0, 1.5), 1.331}), ""));
+  // An unbounded inflation: never ranked, never kept out by a bar.
+  EXPECT_FALSE(kept_out_by_bar(judge(candidate(Compression::kPowerSgd), pairs, "", {},
+                                     {measured(1.0, 0.8, std::numeric_limits<double>::infinity()), 1.331}), ""));
+}
+
 TEST(DecisionRule, InfiniteOrUnmeasurableInflationIsNotChosenAndSaysWhich) {
   const std::vector<PairRun> pairs = {pair(0.10, 0.30), pair(0.10, 0.31), pair(0.10, 0.29)};
   Inflation infinite;

@@ -74,6 +74,12 @@ bool undecided_by_pairs(const Verdict& v, const std::string& stopped_because) {
   return *s.step / s.inflation.high > s.bar && !(*s.step_low / s.inflation.high > s.bar);
 }
 
+bool kept_out_by_bar(const Verdict& v, const std::string& stopped_because) {
+  const EffectiveSpeedup& s = v.speedups;
+  if (v.accepted || !stopped_because.empty() || !s.step || !s.inflation.finite_upper() || !(s.bar > 1)) return false;
+  return *s.step / s.inflation.high > 1;
+}
+
 Verdict judge(const CommConfig& candidate, const std::vector<PairRun>& pairs, const std::string& stopped_because,
               const RuleOptions& options, const CandidateEvidence& evidence) {
   Verdict v;

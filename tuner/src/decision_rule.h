@@ -20,7 +20,12 @@
 //   - the lower end of the 95% Student-t interval of the mean log pair speedup, divided by the upper
 //     end of the inflation interval, exceeds a bar: 1 for a config that changes no numerics;
 //     max(1, the best non-compressing config's step speedup in the search) for a compressed one (a
-//     compressed config must beat what the exact configs already give).
+//     compressed config must beat what the exact configs already give). That search speedup is one
+//     trial of each, the fastest of ~16 noisy ones (biased up): where it alone keeps a compressed
+//     candidate out (kept_out_by_bar), that exact config goes to the pairs against DDP's defaults too,
+//     and the bar is max(1, its pairs' estimate), on the same footing as the candidate's (session.cc;
+//     its pairs stay for the fallback). On the time-to-accuracy tune command fp16 gave 1.298x over 3
+//     pairs against a search bar of 1.331, which the exact config's own pairs put at 1.164 (3 pairs), 1.140 (6).
 // A candidate whose interval straddles its bar (the estimate clears it, the lower end does not:
 // undecided_by_pairs) gets --repeats more pairs at a time, up to kPairsCapFactor x --repeats, within
 // the budget, and is judged again on all of them by the same rule (session.cc): more evidence, not
@@ -94,6 +99,11 @@ inline constexpr int kPairsCapFactor = 3;
 // inflation's upper end exceeds the bar while its lower end over that upper end does not (for a
 // config that changes no numerics: an estimate above 1, an interval that does not exclude 1).
 bool undecided_by_pairs(const Verdict& verdict, const std::string& stopped_because);
+
+// Whether the bar alone keeps out a candidate the pairs would not: the verdict did not accept it, every
+// pair completed, its inflation is bounded, its bar is above 1 and its step speedup's estimate over
+// the inflation's upper end exceeds 1 (at a bar of 1 it would be accepted, or undecided_by_pairs).
+bool kept_out_by_bar(const Verdict& verdict, const std::string& stopped_because);
 
 // What would resolve an interval that includes 1: the number of alternated pairs whose 95% interval
 // (Student t on the log pair speedups, as judge() computes it) would exclude 1 at these pairs'

@@ -50,8 +50,9 @@ class Session {
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
   std::vector<PairRun> run_pairs(const CommConfig& candidate, int done, std::string& stopped_because);
-  Verdict confirm(const CommConfig& candidate, const CandidateEvidence& evidence, std::vector<PairRun>& pairs,
+  Verdict confirm(const CommConfig& candidate, CandidateEvidence evidence, std::vector<PairRun>& pairs,
                   std::string& stopped_because);
+  std::optional<double> bar_in_pairs(double search_bar);
   void search();
   bool measure(const Point& point, bool required = false);
   void extend_guard();
@@ -73,6 +74,15 @@ class Session {
   int64_t next_ordinal_ = 0;
   int trials_run_ = 0;
   int planned_ = 0;
+  // The best exact config's own pairs, run where a compressed candidate's bar was in question (bar_in_pairs).
+  struct ExactPairs {
+    CommConfig config;
+    std::vector<PairRun> pairs;
+    std::string stopped_because;
+    Verdict verdict;
+    double search_bar = 1;
+  };
+  std::optional<ExactPairs> exact_pairs_;
   bool any_failed_ = false;
   Clock::time_point started_ = Clock::now();
   std::vector<double> trial_walls_;  // DDP trials' walls less their guard work: what a pair trial costs
@@ -372,13 +382,26 @@ std::vector<PairRun> Session::run_pairs(const CommConfig& candidate, int done, s
   return pairs;
 }
 
-// `candidate`'s pairs and the verdict on them: --repeats more pairs at a time while more could decide
-// it (decision_rule.h: undecided_by_pairs), up to kPairsCapFactor x --repeats, within the budget.
-Verdict Session::confirm(const CommConfig& candidate, const CandidateEvidence& evidence, std::vector<PairRun>& pairs,
+// `candidate`'s pairs and the verdict on them (the best exact config's reuses those bar_in_pairs ran);
+// where the search's bar alone keeps a compressed candidate out (decision_rule.h: kept_out_by_bar), the
+// bar measured in pairs instead; --repeats more pairs at a time while more could decide it
+// (undecided_by_pairs), up to kPairsCapFactor x --repeats, within the budget.
+Verdict Session::confirm(const CommConfig& candidate, CandidateEvidence evidence, std::vector<PairRun>& pairs,
                          std::string& stopped_because) {
   const RuleOptions rule{o_.loss_tolerance, o_.seed};
-  pairs = run_pairs(candidate, 0, stopped_because);
+  if (exact_pairs_ && exact_pairs_->config == candidate) {
+    pairs = exact_pairs_->pairs;
+    stopped_because = exact_pairs_->stopped_because;
+  } else {
+    pairs = run_pairs(candidate, 0, stopped_because);
+  }
   Verdict verdict = judge(candidate, pairs, stopped_because, rule, evidence);
+  if (kept_out_by_bar(verdict, stopped_because)) {
+    if (const auto bar = bar_in_pairs(evidence.bar)) {
+      evidence.bar = *bar;
+      verdict = judge(candidate, pairs, stopped_because, rule, evidence);
+    }
+  }
   while (undecided_by_pairs(verdict, stopped_because) && static_cast<int>(pairs.size()) < kPairsCapFactor * o_.repeats) {
     const std::string state = fmt::format("{} undecided on {} pairs ({}: the estimate at the inflation's upper end "
                                           "clears {:.3f}, the lower end does not)",
@@ -395,6 +418,26 @@ Verdict Session::confirm(const CommConfig& candidate, const CandidateEvidence& e
     verdict = judge(candidate, pairs, stopped_because, rule, evidence);
   }
   return verdict;
+}
+
+// The bar on the pairs' footing: the search's (`search_bar`) is the best exact config's step speedup
+// over DDP's defaults in one trial each, that config the fastest of many noisy ones (biased up); that
+// config goes to the pairs against DDP's defaults as a candidate does, once a session (its pairs stay
+// for the fallback), and the bar is their step speedup's estimate, no lower than 1. nullopt where that
+// config is DDP's defaults or its pairs did not all complete (the search's bar stands).
+std::optional<double> Session::bar_in_pairs(double search_bar) {
+  if (!exact_pairs_) {
+    const Measured* exact = best_exact(measured_);
+    if (exact == nullptr || exact->config.is_default()) return std::nullopt;
+    observer_.note(fmt::format("the bar {:.3f}, the step speedup of {} over DDP defaults in the search (one trial "
+                               "each), is measured in pairs too",
+                               search_bar, exact->config.describe()));
+    ExactPairs e{exact->config, {}, "", {}, search_bar};
+    e.verdict = confirm(e.config, CandidateEvidence{}, e.pairs, e.stopped_because);
+    exact_pairs_ = std::move(e);
+  }
+  if (!exact_pairs_->stopped_because.empty() || !exact_pairs_->verdict.speedup) return std::nullopt;
+  return std::max(1.0, *exact_pairs_->verdict.speedup);
 }
 
 void Session::decide() {
@@ -459,6 +502,18 @@ void Session::decide() {
     note = fmt::format("{} (the compressed {})", verdict.note, compressed_note);
     chosen = verdict.accepted ? next->config : CommConfig{};
     rejected.push_back(next->config);
+  }
+  if (exact_pairs_) {
+    const ExactPairs& e = *exact_pairs_;
+    evidence["bar_in_pairs"] = {{"config", e.config}, {"search_bar", e.search_bar}, {"pairs", e.pairs},
+                                {"speedups", e.verdict.speedups}, {"stopped_because", e.stopped_because}};
+    const Verdict& v = e.verdict;
+    note += e.stopped_because.empty() && v.speedup && v.ci_low && v.ci_high
+                ? fmt::format("; the bar for a compressed config: the step speedup of {} over its own {} pairs, "
+                              "{:.3f}x [{:.3f}, {:.3f}] ({:.3f} in the search)",
+                              e.config.describe(), e.pairs.size(), *v.speedup, *v.ci_low, *v.ci_high, e.search_bar)
+                : fmt::format("; the bar for a compressed config stayed the search's {:.3f}: the pairs of {} did not complete ({})",
+                              e.search_bar, e.config.describe(), e.stopped_because);
   }
   note += guard_.fastest_step_note(best, measured_);
   decision.config = chosen;
