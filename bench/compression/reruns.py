@@ -1,8 +1,8 @@
 """Does `acspeed-tune --compression none,fp16,powersgd` store the same numerics family run after run,
 and what does the stored decision give? (issue 39 item 4)
 
-    bench/quiet_run.sh python3 bench/compression/reruns.py seed --runs 3     # ~15 min a run
-    bench/quiet_run.sh python3 bench/compression/reruns.py tta --runs 2      # ~6 min a run
+    bench/quiet_run.sh python3 bench/compression/reruns.py seed --runs 3     # ~20-25 min a run
+    bench/quiet_run.sh python3 bench/compression/reruns.py tta --runs 2      # ~23 min a run
     python3 bench/compression/reruns.py --from FILE                          # the table again
 
 seed: the issue's command as a user types it (default budget, seed and search space) on
