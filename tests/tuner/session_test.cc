@@ -81,6 +81,23 @@ class SessionTest : public ::testing::Test {
     unsetenv("FAKE_WORKER_GATE");
     return result;
   }
+  // A compressors session over none and fp16 (1 and 2 streams) with FAKE_WORKER_SLOW=`slow` and, where
+  // given, FAKE_WORKER_SPEED=`speed`: it ends done with one decision, returned (its trials: `trials`).
+  Decision decide_compressed(const char* slow, const char* speed, Recorder& recorder, size_t* trials = nullptr) {
+    setenv("FAKE_WORKER_MODE", "compressors", 1);
+    setenv("FAKE_WORKER_SLOW", slow, 1);
+    if (speed != nullptr) setenv("FAKE_WORKER_SPEED", speed, 1);
+    options_.space.compression = {Compression::kNone, Compression::kFp16};
+    options_.compression_searched = true;
+    const SessionResult result = run_session(options_, *store_, recorder);
+    unsetenv("FAKE_WORKER_SLOW");
+    unsetenv("FAKE_WORKER_SPEED");
+    EXPECT_EQ(result.status, SessionResult::Status::kDone) << result.error;
+    if (trials != nullptr) *trials = store_->trials(result.session_id).size();
+    const auto decisions = store_->decisions();
+    EXPECT_EQ(decisions.size(), 1u);
+    return decisions.empty() ? Decision{} : decisions.front();
+  }
   // A session of the fake model on this instance type, as an interrupted tune leaves it (to --resume).
   int64_t stored_session() {
     SessionRecord record;
@@ -766,17 +783,8 @@ TEST_F(SessionTest, ACandidateWhosePairsStraddleItsBarGetsMorePairsNotARejection
 TEST_F(SessionTest, ACompressedCandidateKeptOutByTheSearchsBarHasThatBarMeasuredInPairs) {
   // DDP defaults' search trial (0) is slow: the exact 2-stream config looks 2.5x faster in the
   // search, a bar fp16 (2x) cannot clear. In pairs that config is 1x, so fp16 is stored.
-  setenv("FAKE_WORKER_MODE", "compressors", 1);
-  setenv("FAKE_WORKER_SLOW", "0:2.5", 1);
-  options_.space.compression = {Compression::kNone, Compression::kFp16};
-  options_.compression_searched = true;
   Recorder recorder;
-  const SessionResult result = run_session(options_, *store_, recorder);
-  unsetenv("FAKE_WORKER_SLOW");
-  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
-  const auto decisions = store_->decisions();
-  ASSERT_EQ(decisions.size(), 1u);
-  const Decision& d = decisions.front();
+  const Decision d = decide_compressed("0:2.5", nullptr, recorder);
   EXPECT_EQ(d.config.compression, Compression::kFp16) << d.note;
   EXPECT_NE(d.note.find("the bar for a compressed config: the step speedup of allreduce, 2 streams over its own 3 pairs, 1.000x"), std::string::npos) << d.note;
   EXPECT_NE(d.note.find("(2.500 in the search)"), std::string::npos) << d.note;
@@ -792,23 +800,13 @@ TEST_F(SessionTest, TheFallbackToTheExactConfigReusesThePairsThatMeasuredTheBar)
   // As above, but fp16 is 1.5x and the exact 2-stream config's pairs give 2x (their baseline runs,
   // trials 11, 12 and 15, slow): fp16 is out at that bar too, and the exact config is stored on the
   // pairs it already has, none run again.
-  setenv("FAKE_WORKER_MODE", "compressors", 1);
-  setenv("FAKE_WORKER_SPEED", "fp16:1.5", 1);
-  setenv("FAKE_WORKER_SLOW", "0:2.5,11:2,12:2,15:2", 1);
-  options_.space.compression = {Compression::kNone, Compression::kFp16};
-  options_.compression_searched = true;
   Recorder recorder;
-  const SessionResult result = run_session(options_, *store_, recorder);
-  unsetenv("FAKE_WORKER_SLOW");
-  unsetenv("FAKE_WORKER_SPEED");
-  ASSERT_EQ(result.status, SessionResult::Status::kDone) << result.error;
-  const auto decisions = store_->decisions();
-  ASSERT_EQ(decisions.size(), 1u);
-  const Decision& d = decisions.front();
+  size_t trials = 0;
+  const Decision d = decide_compressed("0:2.5,11:2,12:2,15:2", "fp16:1.5", recorder, &trials);
   EXPECT_EQ(d.config.compression, Compression::kNone) << d.note;
   EXPECT_EQ(d.config.streams, 2) << d.note;
   EXPECT_NE(d.note.find("over 3 pairs"), std::string::npos) << d.note;
-  EXPECT_EQ(store_->trials(result.session_id).size(), 16u);  // 4 search trials, fp16's 3 pairs, the exact config's 3
+  EXPECT_EQ(trials, 16u);  // 4 search trials, fp16's 3 pairs, the exact config's 3
   const auto evidence = nlohmann::json::parse(d.evidence_json);
   EXPECT_EQ(evidence["pairs"], evidence["bar_in_pairs"]["pairs"]);
   EXPECT_DOUBLE_EQ(evidence["compressed_candidate"]["speedups"]["bar"].get<double>(), 2.0);
