@@ -47,6 +47,7 @@ class Session {
   std::optional<double> bound_of(const CommConfig& config) const;
   bool search_allows(int trials_ahead) const;
   bool guard_allows(double ahead_s) const;
+  std::string guard_budget_text() const;
   const Measured* find(const CommConfig& config) const;
   const Measured* best() const;
   std::vector<PairRun> run_pairs(const CommConfig& candidate, int done, std::string& stopped_because);
@@ -166,6 +167,11 @@ bool Session::guard_allows(double ahead_s) const {
   return guard_s_ + ahead_s <= guard_budget_minutes(o_) * 60.0;
 }
 
+// What a decline or a stop names the guard's budget by.
+std::string Session::guard_budget_text() const {
+  return fmt::format("the convergence guard's time budget of {:g} min", guard_budget_minutes(o_));
+}
+
 Measured Session::run_trial(const CommConfig& config, TrialRole role, std::optional<int> pair,
                             std::optional<size_t> candidate_index, const std::string& label, TrialMode mode) {
   TrialRecord record;
@@ -267,7 +273,7 @@ void Session::start_guard() {
 void Session::extend_guard() {
   while (const auto run = guard_.extension(measured_)) {
     if (!guard_allows((trial_walls_.empty() ? 0 : median(trial_walls_)) + run->expected_s)) {
-      guard_.decline(fmt::format("the convergence guard's time budget of {:g} min", guard_budget_minutes(o_)));
+      guard_.decline(guard_budget_text());
       continue;
     }
     run_trial(run->config, run->search ? TrialRole::kSearch : TrialRole::kBaseline, std::nullopt, std::nullopt, run->label);
@@ -287,7 +293,7 @@ bool Session::measure(const Point& point, bool required) {
     if (!search_allows(1 + 2 * o_.repeats)) {
       spent = fmt::format("time budget of {:g} min", o_.budget_minutes);
     } else if (!guard_allows(guard_.expected_s(plan))) {
-      spent = fmt::format("the convergence guard's time budget of {:g} min", guard_budget_minutes(o_));
+      spent = guard_budget_text();
     }
     if (!spent.empty()) {
       observer_.note(fmt::format("{}: search stopped after {} trial(s)", spent, trials_run_));
