@@ -396,6 +396,9 @@ TEST_F(GuardTest, AWideInflationIsExtendedWhereTheStepWouldPayAtTheLeastInflatio
                                                                   "interval allows (1.00: its lower end, no lower than 1)"),
             std::string::npos)
       << results[0].metrics.guard.dump();
+  // The bar is the search's (the decision's pairs may measure another later): the verdict says which.
+  EXPECT_NE(results[0].metrics.guard.value("undecided", "").find("against the search's bar of 1.00"), std::string::npos)
+      << results[0].metrics.guard.dump();
   EXPECT_EQ(extend(results, 2).size(), 2u);  // the reference's trajectory, then the numerics', to 120 steps
   EXPECT_EQ(results[0].metrics.guard["extended"]["to_steps"], 120);
   EXPECT_EQ(results[0].metrics.guard["trajectory_steps"], 120);

@@ -351,7 +351,7 @@ std::string ConvergenceGuard::undecided_why(const TrialMetrics& m) const {
   if (!(speedup / least > bar) || speedup / i.high > bar) return "";
   return fmt::format("step speedup {:.2f}x over the reference, inflation {}: {:.2f}x effective at the least "
                      "inflation the interval allows ({:.2f}: its lower end, no lower than 1), {:.2f}x at its upper "
-                     "end, against a bar of {:.2f}",
+                     "end, against the search's bar of {:.2f}",
                      speedup, i.describe(), speedup / least, least, speedup / i.high, bar);
 }
 
