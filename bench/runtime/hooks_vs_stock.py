@@ -2,6 +2,7 @@
 
   acspeed allreduce hook (one lane, uncompressed)  vs  DDP's built-in allreduce        (25 and 5 MiB buckets)
   acspeed fp16                                      vs  torch's fp16_compress_hook      (5 and 25 MiB)
+  acspeed fp16, 2 lanes (streams)                   vs  torch's fp16_compress_hook      (5 and 25 MiB)
   acspeed bf16                                      vs  torch's bf16_compress_hook      (5 and 25 MiB)
   acspeed allreduce, 2 lanes (streams)              vs  the same with 1 lane            (5 MiB)
   acspeed fp16 / bf16, reduce_scatter               vs  torch's compress hook           (5 MiB)
@@ -89,6 +90,10 @@ COMPARISONS = {
     "allreduce hook vs DDP built-in @5MiB": (acspeed_side(5), ddp_side(5), True),
     "fp16 vs fp16_compress_hook @5MiB": (acspeed_side(5, "fp16"), stock_side(5, "fp16"), True),
     "fp16 vs fp16_compress_hook @25MiB": (acspeed_side(25, "fp16"), stock_side(25, "fp16"), True),
+    # the tuner stores fp16 with 2 lanes too (time to accuracy on digits, 2x1@1gbit)
+    "fp16, 2 streams vs fp16_compress_hook @5MiB": (acspeed_side(5, "fp16", streams=2), stock_side(5, "fp16"), True),
+    "fp16, 2 streams vs fp16_compress_hook @25MiB":
+        (acspeed_side(25, "fp16", streams=2), stock_side(25, "fp16"), True),
     "bf16 vs bf16_compress_hook @5MiB": (acspeed_side(5, "bf16"), stock_side(5, "bf16"), True),
     "bf16 vs bf16_compress_hook @25MiB": (acspeed_side(25, "bf16"), stock_side(25, "bf16"), True),
     "streams 2 vs 1 @5MiB (allreduce, uncompressed)": (acspeed_side(5, streams=2), acspeed_side(5), False),
